@@ -1,0 +1,103 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "lbs-gateway",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "lbs-gateway", targets: ["LBSGatewayCLI"]),
+        .executable(name: "consciousness-sim", targets: ["ConsciousnessSim"]),
+        .executable(name: "lbs-bench", targets: ["Bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.1"),
+    ],
+    targets: [
+        // C shims: system libraries from Debian's -dev packages.
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+
+        // Protocol clients: thin Swift over the C libraries; no gateway knowledge.
+        .target(name: "MQTT", dependencies: ["CMosquitto"], swiftSettings: strict),
+        .target(name: "CurlHTTP", dependencies: ["CCurl"], swiftSettings: strict),
+
+        // The normalized model every vendor produces and the publisher consumes.
+        .target(name: "GatewayModel", swiftSettings: strict),
+        // Breaker, retry, quotas: pure logic with an injected clock.
+        .target(name: "Resilience", dependencies: ["GatewayModel"], swiftSettings: strict),
+        // SQLite cache, outbox and history through GRDB on Debian's libsqlite3.
+        .target(name: "Cache", dependencies: [.product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+        // One folder per vendor behind the `Vendor` protocol.
+        .target(
+            name: "Vendors",
+            dependencies: [
+                "GatewayModel", "Resilience", "CurlHTTP",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The controller: config, topics, discovery, router, publisher, services.
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "GatewayModel", "MQTT", "Vendors", "Resilience", "Cache",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "LBSGatewayCLI",
+            dependencies: [
+                "Gateway",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // Simulators and test helpers (real wire formats, real processes).
+        .target(
+            name: "ConsciousnessSimulator",
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox")],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "ConsciousnessSim", dependencies: ["ConsciousnessSimulator"], swiftSettings: strict),
+        .target(name: "GatewayTesting", dependencies: ["MQTT", "GatewayModel"], swiftSettings: strict),
+        .executableTarget(
+            name: "Bench",
+            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting"],
+            path: "Sources/Bench",
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(name: "CurlHTTPTests", dependencies: ["CurlHTTP", "ConsciousnessSimulator"], swiftSettings: strict),
+        .testTarget(name: "ResilienceTests", dependencies: ["Resilience", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(
+            name: "VendorTests",
+            dependencies: ["Vendors", "ConsciousnessSimulator", "GatewayTesting"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: ["Gateway", "GatewayTesting", "ConsciousnessSimulator"],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+print("lbs-bench: not built yet")

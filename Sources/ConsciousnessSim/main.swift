@@ -1,0 +1,1 @@
+print("consciousness-sim: not built yet")

@@ -1,0 +1,75 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A device as the gateway presents it: identity, description and the keys it reports.
+public struct Device: Sendable, Hashable, Codable {
+    public var id: DeviceID
+    /// The vendor instance (`vendors[].id`) that owns it.
+    public var vendorID: String
+    /// The vendor's own id for it, used only inside the vendor adapter.
+    public var vendorDeviceID: String
+    public var name: String
+    public var type: DeviceType
+    public var manufacturer: String?
+    public var model: String?
+    public var room: String?
+    public var swVersion: String?
+    /// Normalized keys this device reports or accepts, in display order (names from `StateKeys`).
+    public var keys: [String]
+
+    public init(
+        vendorID: String, vendorDeviceID: String, name: String, type: DeviceType,
+        manufacturer: String? = nil, model: String? = nil, room: String? = nil, swVersion: String? = nil,
+        keys: [String]
+    ) {
+        self.id = DeviceID(vendorInstance: vendorID, vendorDeviceID: vendorDeviceID)
+        self.vendorID = vendorID
+        self.vendorDeviceID = vendorDeviceID
+        self.name = name
+        self.type = type
+        self.manufacturer = manufacturer
+        self.model = model
+        self.room = room
+        self.swVersion = swVersion
+        self.keys = keys
+    }
+
+    public var specs: [KeySpec] { keys.compactMap(StateKeys.spec) }
+
+    public func accepts(_ key: String) -> Bool {
+        keys.contains(key) && (StateKeys.spec(key)?.writable ?? false)
+    }
+
+    /// The slug of `room`, used in `<base>/environment/<room>`.
+    public var roomSlug: String? { room.map(Slug.make) }
+}
+
+/// The latest known state of one device.
+public struct DeviceState: Sendable, Hashable {
+    public var values: [String: StateValue]
+    /// When the vendor observed these values (not when they were published).
+    public var lastSeen: Date?
+    /// True while the values come from the cache and no fresh reading has arrived yet.
+    public var stale: Bool
+
+    public init(values: [String: StateValue] = [:], lastSeen: Date? = nil, stale: Bool = false) {
+        self.values = values
+        self.lastSeen = lastSeen
+        self.stale = stale
+    }
+
+    public subscript(key: String) -> StateValue? {
+        get { values[key] }
+        set { values[key] = newValue }
+    }
+
+    /// Merges a partial fresh update: new keys replace old ones, the rest stay.
+    public mutating func merge(_ update: [String: StateValue], observedAt: Date) {
+        values.merge(update) { _, new in new }
+        if lastSeen.map({ observedAt >= $0 }) ?? true { lastSeen = observedAt }
+        stale = false
+    }
+}

@@ -1,0 +1,119 @@
+/// The registry of normalized state keys. Each key has exactly one unit; vendors convert
+/// into it, and the topic contract (`mqtt-topics.md`) documents the same table.
+public struct KeySpec: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// A number, optionally bounded (inclusive) and with a step for settable keys.
+        case number(min: Double?, max: Double?)
+        /// One of a fixed set of upper-case or lower-case words.
+        case enumeration([String])
+        case bool
+        case text
+        /// ISO 8601 UTC text.
+        case timestamp
+    }
+
+    /// How readings of this key behave over time (history roll-ups and Home Assistant's state_class).
+    public enum Series: String, Sendable, Hashable {
+        /// Not kept in history (settings, words).
+        case none
+        /// An instantaneous value: roll up as min / max / avg / last.
+        case measurement
+        /// A cumulative counter that only grows: roll up as last and the sum of increases.
+        case counter
+    }
+
+    public enum Category: String, Sendable, Hashable {
+        case control, energy, environment, status
+    }
+
+    public let name: String
+    public let unit: String?
+    public let kind: Kind
+    /// Settable through `<base>/device/<id>/set`.
+    public let writable: Bool
+    /// Words accepted in commands when they differ from the reported ones (LOCK vs LOCKED).
+    public let commands: [String]
+    public let series: Series
+    public let category: Category
+    public let label: String
+
+    public init(
+        _ name: String, label: String, unit: String? = nil, kind: Kind, writable: Bool = false,
+        commands: [String] = [], series: Series = .none, category: Category = .status
+    ) {
+        self.name = name
+        self.label = label
+        self.unit = unit
+        self.kind = kind
+        self.writable = writable
+        self.commands = commands
+        self.series = series
+        self.category = category
+    }
+}
+
+public enum StateKeys {
+    // Control
+    public static let state = KeySpec("state", label: "State", kind: .enumeration(["ON", "OFF"]), writable: true, commands: ["ON", "OFF", "TOGGLE"], category: .control)
+    public static let brightness = KeySpec("brightness", label: "Brightness", unit: "%", kind: .number(min: 0, max: 100), writable: true, category: .control)
+    public static let colorTempKelvin = KeySpec("color_temp_kelvin", label: "Color temperature", unit: "K", kind: .number(min: 2000, max: 6500), writable: true, category: .control)
+    public static let lock = KeySpec("lock", label: "Lock", kind: .enumeration(["LOCKED", "UNLOCKED", "LOCKING", "UNLOCKING", "JAMMED"]), writable: true, commands: ["LOCK", "UNLOCK"], category: .control)
+    public static let cover = KeySpec("cover", label: "Cover", kind: .enumeration(["OPEN", "CLOSED", "OPENING", "CLOSING", "STOPPED"]), writable: true, commands: ["OPEN", "CLOSE", "STOP"], category: .control)
+    public static let position = KeySpec("position", label: "Position", unit: "%", kind: .number(min: 0, max: 100), writable: true, category: .control)
+    public static let targetTemperature = KeySpec("target_temperature", label: "Target temperature", unit: "°C", kind: .number(min: 5, max: 35), writable: true, category: .control)
+    public static let hvacMode = KeySpec("hvac_mode", label: "HVAC mode", kind: .enumeration(["off", "heat", "cool", "auto"]), writable: true, category: .control)
+    public static let hvacAction = KeySpec("hvac_action", label: "HVAC action", kind: .enumeration(["off", "idle", "heating", "cooling"]), category: .control)
+
+    // Environment
+    public static let temperature = KeySpec("temperature", label: "Temperature", unit: "°C", kind: .number(min: nil, max: nil), series: .measurement, category: .environment)
+    public static let humidity = KeySpec("humidity", label: "Humidity", unit: "%", kind: .number(min: 0, max: 100), series: .measurement, category: .environment)
+    public static let co2 = KeySpec("co2", label: "CO2", unit: "ppm", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
+    public static let voc = KeySpec("voc", label: "VOC", unit: "µg/m³", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
+    public static let vocPpb = KeySpec("voc_ppb", label: "VOC", unit: "ppb", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
+    public static let pm25 = KeySpec("pm25", label: "PM2.5", unit: "µg/m³", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
+    public static let pm10 = KeySpec("pm10", label: "PM10", unit: "µg/m³", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
+    public static let illuminance = KeySpec("illuminance", label: "Illuminance", unit: "lx", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
+    public static let motion = KeySpec("motion", label: "Motion", kind: .bool, category: .environment)
+
+    // Energy: power in W (grid + import / − export, battery + discharge / − charge), energy in kWh.
+    public static let power = KeySpec("power", label: "Power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
+    public static let energy = KeySpec("energy", label: "Energy", unit: "kWh", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    public static let solarPower = KeySpec("solar_power", label: "Solar power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
+    public static let gridPower = KeySpec("grid_power", label: "Grid power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
+    public static let batteryPower = KeySpec("battery_power", label: "Battery power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
+    public static let homePower = KeySpec("home_power", label: "Home power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
+    public static let batteryLevel = KeySpec("battery_level", label: "Battery level", unit: "%", kind: .number(min: 0, max: 100), series: .measurement, category: .energy)
+    public static let solarEnergy = KeySpec("solar_energy", label: "Solar energy", unit: "kWh", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    public static let gridImportEnergy = KeySpec("grid_import_energy", label: "Grid import", unit: "kWh", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    public static let gridExportEnergy = KeySpec("grid_export_energy", label: "Grid export", unit: "kWh", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    public static let batteryChargeEnergy = KeySpec("battery_charge_energy", label: "Battery charged", unit: "kWh", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    public static let batteryDischargeEnergy = KeySpec("battery_discharge_energy", label: "Battery discharged", unit: "kWh", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    public static let homeEnergy = KeySpec("home_energy", label: "Home energy", unit: "kWh", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    public static let waterFlow = KeySpec("water_flow", label: "Water flow", unit: "L/min", kind: .number(min: 0, max: nil), series: .measurement, category: .energy)
+    public static let waterVolume = KeySpec("water_volume", label: "Water", unit: "L", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    public static let gasVolume = KeySpec("gas_volume", label: "Gas", unit: "m³", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+
+    // Status
+    public static let battery = KeySpec("battery", label: "Battery", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
+    public static let consciousnessStatus = KeySpec("consciousness_status", label: "Consciousness", kind: .text)
+    public static let awarenessLevel = KeySpec("awareness_level", label: "Awareness", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
+    public static let emotion = KeySpec("emotion", label: "Emotion", kind: .text)
+    public static let arousal = KeySpec("arousal", label: "Arousal", kind: .number(min: 0, max: 1), series: .measurement)
+    public static let valence = KeySpec("valence", label: "Valence", kind: .number(min: -1, max: 1), series: .measurement)
+
+    public static let all: [KeySpec] = [
+        state, brightness, colorTempKelvin, lock, cover, position, targetTemperature, hvacMode, hvacAction,
+        temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion,
+        power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
+        solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
+        waterFlow, waterVolume, gasVolume,
+        battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
+    ]
+
+    public static let byName: [String: KeySpec] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
+
+    public static func spec(_ name: String) -> KeySpec? { byName[name] }
+
+    /// Keys the gateway adds to every snapshot itself; not settable, not in the registry of readings.
+    public static let reserved: Set<String> = ["last_seen", "stale"]
+}

@@ -1,0 +1,45 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// What a vendor adapter reports. Adapters never talk MQTT; the gateway turns these into topics.
+public enum VendorEvent: Sendable {
+    /// The vendor's full device inventory. Devices not in it any more are removed (no ghosts).
+    case inventory(vendorID: String, devices: [Device])
+    /// A partial, fresh state update for one device.
+    case state(DeviceID, [String: StateValue], observedAt: Date)
+    /// The vendor can (or can no longer) reach one device.
+    case availability(DeviceID, online: Bool)
+}
+
+/// Where an adapter sends its events. Backed by an `AsyncStream` the controller drains.
+public struct VendorEventSink: Sendable {
+    private let deliver: @Sendable (VendorEvent) -> Void
+
+    public init(_ deliver: @escaping @Sendable (VendorEvent) -> Void) {
+        self.deliver = deliver
+    }
+
+    public func send(_ event: VendorEvent) { deliver(event) }
+}
+
+/// One vendor instance (`vendors[]` entry). Everything that knows a vendor's wire format
+/// lives behind this protocol, in the vendor's own folder.
+public protocol Vendor: Sendable {
+    /// The `id` from the config; the prefix of every device id it owns.
+    var instanceID: String { get }
+    /// The `type` from the config (`demo`, `consciousness`, …).
+    var typeName: String { get }
+
+    /// Discovers devices and keeps their state fresh (polling or push) until cancelled.
+    /// Reports through the sink it was created with.
+    func run() async throws
+
+    /// Carries out one command. Throws a `GatewayError` describing what went wrong.
+    func execute(_ command: DeviceCommand) async throws -> CommandOutcome
+
+    /// Asks the vendor for fresh state of one device now (`<base>/device/<id>/get`).
+    func refresh(_ device: DeviceID) async throws
+}

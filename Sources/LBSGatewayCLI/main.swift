@@ -1,0 +1,1 @@
+print("lbs-gateway: not built yet")
