@@ -1,0 +1,202 @@
+import Foundation
+import GatewayModel
+import Yams
+
+/// Turns a YAML file plus environment overrides into a validated `GatewayConfig`,
+/// or into the complete list of problems, each with its key path and a fix.
+public enum ConfigLoader {
+    /// Environment variables that override the file (so secrets can stay out of it).
+    public enum Environment {
+        public static let url = "LBS_MQTT_URL"
+        public static let username = "LBS_MQTT_USERNAME"
+        public static let password = "LBS_MQTT_PASSWORD"
+        public static let passwordFile = "LBS_MQTT_PASSWORD_FILE"
+    }
+
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var problems: [ConfigProblem]
+        public var description: String { problems.map(\.description).joined(separator: "\n") }
+    }
+
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> Result<GatewayConfig, Failure> {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            return .failure(Failure(problems: [ConfigProblem(path: path, message: "cannot read the config file", fix: "check the path and that the gateway may read it")]))
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            return .failure(Failure(problems: [ConfigProblem(path: path, message: "the file is not UTF-8 text", fix: "save it as UTF-8")]))
+        }
+        return parse(yaml: text, environment: environment, baseDirectory: (path as NSString).deletingLastPathComponent)
+    }
+
+    public static func parse(yaml: String, environment: [String: String] = [:], baseDirectory: String = ".") -> Result<GatewayConfig, Failure> {
+        let root: ConfigNode
+        do {
+            guard let node = try Yams.compose(yaml: yaml) else {
+                return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "the file is empty", fix: "start from deploy/config.example.yaml")]))
+            }
+            root = ConfigNode(node)
+        } catch {
+            return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "not valid YAML: \(yamlErrorSummary(error))", fix: "check indentation and quoting near that line")]))
+        }
+        var reader = ConfigReader()
+        let config = read(root, reader: &reader, environment: environment, baseDirectory: baseDirectory)
+        if let config, reader.problems.isEmpty { return .success(config) }
+        return .failure(Failure(problems: reader.problems))
+    }
+
+    private static func read(_ root: ConfigNode, reader: inout ConfigReader, environment: [String: String], baseDirectory: String) -> GatewayConfig? {
+        guard case .mapping = root else {
+            reader.problem("(file)", "expected a mapping at the top level", fix: "start with 'mqtt:' and 'vendors:' sections")
+            return nil
+        }
+        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors"])
+
+        // mqtt
+        let mqttNode = reader.mapping(root["mqtt"], at: "mqtt", required: environment[Environment.url] == nil)
+        reader.rejectUnknownKeys(in: mqttNode, at: "mqtt", allowed: [
+            "url", "base_topic", "client_id", "version", "username", "password_file", "keepalive", "ca_file", "cert_file",
+            "key_file", "retain_state", "max_payload_bytes", "reconnect_min_delay", "reconnect_max_delay",
+        ])
+        if mqttNode?["password"] != nil {
+            reader.problem("mqtt.password", "passwords are not read from the config file", fix: "use mqtt.password_file or the \(Environment.password) environment variable")
+        }
+        let url = environment[Environment.url] ?? reader.string(mqttNode?["url"], at: "mqtt.url", required: true)
+        var mqtt = MQTTSettings(url: url ?? "")
+        if let url { validateURL(url, reader: &reader) }
+        if let base = reader.string(mqttNode?["base_topic"], at: "mqtt.base_topic") {
+            if base.isEmpty || base.contains("#") || base.contains("+") || base.hasPrefix("/") || base.hasSuffix("/") {
+                reader.problem("mqtt.base_topic", "'\(base)' is not a usable topic prefix", fix: "use letters, digits, '_', '-' and inner '/' only, e.g. lbs")
+            } else {
+                mqtt.baseTopic = base
+            }
+        }
+        if let id = reader.string(mqttNode?["client_id"], at: "mqtt.client_id") { mqtt.clientID = id }
+        if let version = reader.oneOf(mqttNode?["version"], at: "mqtt.version", ["5", "3.1.1"]) {
+            mqtt.version = MQTTSettings.Version(rawValue: version) ?? .v5
+        }
+        mqtt.username = environment[Environment.username] ?? reader.string(mqttNode?["username"], at: "mqtt.username")
+        if let password = environment[Environment.password] {
+            mqtt.password = Secret(password)
+        } else if let file = environment[Environment.passwordFile] ?? reader.string(mqttNode?["password_file"], at: "mqtt.password_file") {
+            mqtt.password = readSecret(file, at: "mqtt.password_file", baseDirectory: baseDirectory, reader: &reader)
+        }
+        if let keepAlive = reader.number(mqttNode?["keepalive"], at: "mqtt.keepalive", range: 5...65535) { mqtt.keepAlive = Int(keepAlive) }
+        for (key, setter) in [("ca_file", \MQTTSettings.caFile), ("cert_file", \.certFile), ("key_file", \.keyFile)] as [(String, WritableKeyPath<MQTTSettings, String?>)] {
+            if let file = reader.string(mqttNode?[key], at: "mqtt.\(key)") {
+                let resolved = resolve(file, baseDirectory: baseDirectory)
+                if !FileManager.default.isReadableFile(atPath: resolved) {
+                    reader.problem("mqtt.\(key)", "cannot read '\(file)'", fix: "check the path and permissions")
+                }
+                mqtt[keyPath: setter] = resolved
+            }
+        }
+        if (mqtt.certFile == nil) != (mqtt.keyFile == nil) {
+            reader.problem("mqtt.cert_file", "a client certificate needs both cert_file and key_file", fix: "set both or neither")
+        }
+        if let retain = reader.bool(mqttNode?["retain_state"], at: "mqtt.retain_state") { mqtt.retainState = retain }
+        if let limit = reader.number(mqttNode?["max_payload_bytes"], at: "mqtt.max_payload_bytes", range: 64...16_777_216) { mqtt.maxPayloadBytes = Int(limit) }
+        if let delay = reader.number(mqttNode?["reconnect_min_delay"], at: "mqtt.reconnect_min_delay", range: 0.05...60) { mqtt.reconnectMinDelay = delay }
+        if let delay = reader.number(mqttNode?["reconnect_max_delay"], at: "mqtt.reconnect_max_delay", range: 0.1...3600) { mqtt.reconnectMaxDelay = delay }
+
+        // homeassistant
+        var ha = HomeAssistantSettings()
+        let haNode = reader.mapping(root["homeassistant"], at: "homeassistant")
+        reader.rejectUnknownKeys(in: haNode, at: "homeassistant", allowed: ["enabled", "discovery_prefix", "status_topic", "discovery_mode", "republish_delay"])
+        if let enabled = reader.bool(haNode?["enabled"], at: "homeassistant.enabled") { ha.enabled = enabled }
+        if let prefix = reader.string(haNode?["discovery_prefix"], at: "homeassistant.discovery_prefix") { ha.discoveryPrefix = prefix }
+        if let topic = reader.string(haNode?["status_topic"], at: "homeassistant.status_topic") { ha.statusTopic = topic }
+        if let mode = reader.oneOf(haNode?["discovery_mode"], at: "homeassistant.discovery_mode", ["device", "component"]) {
+            ha.mode = HomeAssistantSettings.Mode(rawValue: mode) ?? .device
+        }
+        if let delay = reader.number(haNode?["republish_delay"], at: "homeassistant.republish_delay", range: 0...300) { ha.republishDelayMax = delay }
+
+        // storage
+        var storage: StorageSettings?
+        if let storageNode = reader.mapping(root["storage"], at: "storage") {
+            reader.rejectUnknownKeys(in: storageNode, at: "storage", allowed: ["path"])
+            if let path = reader.string(storageNode["path"], at: "storage.path", required: true) {
+                storage = StorageSettings(path: resolve(path, baseDirectory: baseDirectory))
+            }
+        }
+
+        // commands
+        var commands = CommandSettings()
+        if let commandsNode = reader.mapping(root["commands"], at: "commands") {
+            reader.rejectUnknownKeys(in: commandsNode, at: "commands", allowed: ["ttl", "security_ttl"])
+            if let ttl = reader.number(commandsNode["ttl"], at: "commands.ttl", range: 1...86_400) { commands.defaultTTL = ttl }
+            if let ttl = reader.number(commandsNode["security_ttl"], at: "commands.security_ttl", range: 1...3600) { commands.securityTTL = ttl }
+        }
+
+        let logLevel = reader.oneOf(root["log_level"], at: "log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"]) ?? "info"
+
+        // vendors
+        var vendors: [VendorSettings] = []
+        switch root["vendors"] {
+        case .none, .null?:
+            reader.problem("vendors", "missing", fix: "add at least '- {type: demo, id: demo}' under 'vendors:'")
+        case .sequence(let items)?:
+            if items.isEmpty { reader.problem("vendors", "is empty", fix: "add at least '- {type: demo, id: demo}'") }
+            var seen: Set<String> = []
+            for (index, item) in items.enumerated() {
+                let path = "vendors[\(index)]"
+                guard reader.mapping(item, at: path) != nil else { continue }
+                let type = reader.oneOf(item["type"], at: "\(path).type", VendorCatalog.types)
+                    ?? (item["type"] == nil ? { reader.problem("\(path).type", "missing", fix: "set type to one of: \(VendorCatalog.types.joined(separator: ", "))"); return nil }() : nil)
+                let id = reader.string(item["id"], at: "\(path).id") ?? type
+                if let id {
+                    if !Slug.isValid(id) || id.count > 32 {
+                        reader.problem("\(path).id", "'\(id)' is not a valid vendor id", fix: "use 1–32 lower-case letters, digits, '_' or '-'")
+                    } else if !seen.insert(id).inserted {
+                        reader.problem("\(path).id", "'\(id)' is used twice", fix: "give every vendor entry its own id")
+                    }
+                }
+                let poll = reader.number(item["poll_interval"], at: "\(path).poll_interval", range: 0.05...86_400)
+                guard let type, let id else { continue }
+                let settings = VendorSettings(type: type, id: id, pollInterval: poll, options: item, path: path)
+                VendorCatalog.validate(settings, reader: &reader, environment: environment, baseDirectory: baseDirectory)
+                vendors.append(settings)
+            }
+        case let other?:
+            reader.problem("vendors", "expected a list, found \(other.kindName)", fix: "write each vendor as a '- type: …' item")
+        }
+        return GatewayConfig(mqtt: mqtt, homeAssistant: ha, storage: storage, commands: commands, logLevel: logLevel, vendors: vendors)
+    }
+
+    static func validateURL(_ url: String, reader: inout ConfigReader) {
+        let lower = url.lowercased()
+        guard lower.hasPrefix("mqtt://") || lower.hasPrefix("mqtts://") else {
+            reader.problem("mqtt.url", "'\(redactURL(url))' must start with mqtt:// or mqtts://", fix: "e.g. mqtt://localhost:1883")
+            return
+        }
+        if url.contains("@") {
+            reader.problem("mqtt.url", "credentials in the URL are not accepted", fix: "use mqtt.username and mqtt.password_file or \(Environment.password)")
+        }
+    }
+
+    /// Reads a secret file (trailing newline trimmed). Relative paths are relative to the config file.
+    static func readSecret(_ file: String, at path: String, baseDirectory: String, reader: inout ConfigReader) -> Secret? {
+        let resolved = resolve(file, baseDirectory: baseDirectory)
+        guard let data = FileManager.default.contents(atPath: resolved), let text = String(data: data, encoding: .utf8) else {
+            reader.problem(path, "cannot read '\(file)'", fix: "check the path and that the gateway's user may read it")
+            return nil
+        }
+        return Secret(text.trimmingCharacters(in: .newlines))
+    }
+
+    static func resolve(_ path: String, baseDirectory: String) -> String {
+        if path.hasPrefix("/") || baseDirectory.isEmpty { return path }
+        return baseDirectory + "/" + path
+    }
+
+    /// The URL without any user-info part, fit for logs and `bridge/info`.
+    public static func redactURL(_ url: String) -> String {
+        guard let schemeEnd = url.range(of: "://"), let at = url.range(of: "@", range: schemeEnd.upperBound..<url.endIndex) else { return url }
+        return String(url[..<schemeEnd.upperBound]) + String(url[at.upperBound...])
+    }
+
+    private static func yamlErrorSummary(_ error: any Error) -> String {
+        let text = "\(error)"
+        return text.split(separator: "\n").first.map(String.init) ?? text
+    }
+}
+

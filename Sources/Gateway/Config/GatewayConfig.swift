@@ -1,0 +1,104 @@
+import Foundation
+import GatewayModel
+
+/// The whole configuration, after validation and environment overrides.
+public struct GatewayConfig: Sendable {
+    public var mqtt: MQTTSettings
+    public var homeAssistant: HomeAssistantSettings
+    public var storage: StorageSettings?
+    public var commands: CommandSettings
+    public var logLevel: String
+    public var vendors: [VendorSettings]
+
+    public init(
+        mqtt: MQTTSettings, homeAssistant: HomeAssistantSettings = .init(), storage: StorageSettings? = nil,
+        commands: CommandSettings = .init(), logLevel: String = "info", vendors: [VendorSettings]
+    ) {
+        self.mqtt = mqtt
+        self.homeAssistant = homeAssistant
+        self.storage = storage
+        self.commands = commands
+        self.logLevel = logLevel
+        self.vendors = vendors
+    }
+}
+
+public struct MQTTSettings: Sendable {
+    public enum Version: String, Sendable { case v5 = "5", v311 = "3.1.1" }
+
+    public var url: String
+    public var baseTopic: String = "lbs"
+    public var clientID: String = "lbs-gateway"
+    public var version: Version = .v5
+    public var username: String?
+    /// Resolved from `password_file` or `LBS_MQTT_PASSWORD`; never logged or published.
+    public var password: Secret?
+    public var keepAlive: Int = 60
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+    /// Retain `<base>/device/<id>` snapshots (Home Assistant and late subscribers get the last value at once).
+    public var retainState: Bool = true
+    /// Inbound payloads above this size are rejected with `payload_too_large`.
+    public var maxPayloadBytes: Int = 65_536
+    public var reconnectMinDelay: Double = 0.5
+    public var reconnectMaxDelay: Double = 30
+
+    public init(url: String) { self.url = url }
+}
+
+public struct HomeAssistantSettings: Sendable {
+    public enum Mode: String, Sendable { case device, component }
+    public var enabled = true
+    public var discoveryPrefix = "homeassistant"
+    public var statusTopic = "homeassistant/status"
+    public var mode: Mode = .device
+    /// Upper bound of the random delay before re-publishing after Home Assistant's birth message.
+    public var republishDelayMax: Double = 5
+
+    public init() {}
+}
+
+public struct StorageSettings: Sendable {
+    public var path: String
+    public init(path: String) { self.path = path }
+}
+
+/// How long a command may wait (outbox, vendor down) before it is dropped as `expired`.
+public struct CommandSettings: Sendable {
+    /// Locks, garage doors and covers: a late command is a dangerous command.
+    public var securityTTL: Double = 10
+    public var defaultTTL: Double = 300
+
+    public init() {}
+
+    public func ttl(for type: DeviceType) -> Double {
+        type.isSecurityCritical ? securityTTL : defaultTTL
+    }
+}
+
+/// One `vendors:` entry. Common keys are parsed here; the rest is the vendor's own (`options`).
+public struct VendorSettings: Sendable {
+    public var type: String
+    public var id: String
+    public var pollInterval: Double?
+    public var options: ConfigNode
+    /// Key path of this entry in the file (`vendors[1]`), for the vendor's own error messages.
+    public var path: String
+
+    public init(type: String, id: String, pollInterval: Double? = nil, options: ConfigNode = .mapping([]), path: String = "vendors[0]") {
+        self.type = type
+        self.id = id
+        self.pollInterval = pollInterval
+        self.options = options
+        self.path = path
+    }
+}
+
+/// A secret value. Its description never shows the value, so it cannot leak through logs.
+public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let value: String
+    public init(_ value: String) { self.value = value }
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+}

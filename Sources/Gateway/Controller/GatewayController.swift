@@ -1,0 +1,314 @@
+import Foundation
+import GatewayModel
+import Logging
+
+/// The composition root of the running gateway: it owns the device registry and latest states,
+/// turns vendor events into topics and MQTT messages into commands. Only this type and the
+/// publisher helpers know topics; vendors only know the normalized model.
+public actor GatewayController {
+    public static let version = "0.2.0"
+
+    let config: GatewayConfig
+    let topics: Topics
+    let transport: any MessageTransport
+    let logger: Logger
+    let clock: any Clock<Duration>
+    let now: @Sendable () -> Date
+    let discovery: HomeAssistantDiscovery
+    let startedAt: Date
+
+    var vendors: [String: any Vendor] = [:]
+    var vendorTypes: [String: String] = [:]
+    var devices: [DeviceID: Device] = [:]
+    var states: [DeviceID: DeviceState] = [:]
+    var availability: [DeviceID: Bool] = [:]
+    var publishedDiscovery: [DeviceID: [HomeAssistantDiscovery.Message]] = [:]
+    var commandLanes: [DeviceID: AsyncStream<CommandJob>.Continuation] = [:]
+    var aggregatesPending = false
+    var dirtyRooms: Set<String> = []
+    var energyDirty = false
+    var haRepublishPending = false
+    var counters = Counters()
+
+    struct Counters {
+        var commandsExecuted = 0
+        var commandsFailed = 0
+        var statesPublished = 0
+        var inboundMessages = 0
+    }
+
+    struct CommandJob: Sendable {
+        var command: DeviceCommand
+        var reply: Reply
+    }
+
+    /// Where to answer a command or request: the v5 response topic, and/or a bridge response.
+    struct Reply: Sendable {
+        var responseTopic: String?
+        var correlationData: [UInt8]?
+        var bridgeResponse: String?
+        var transaction: JSON?
+    }
+
+    public init(
+        config: GatewayConfig, transport: any MessageTransport, logger: Logger,
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.config = config
+        self.topics = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic)
+        self.transport = transport
+        self.logger = logger
+        self.clock = clock
+        self.now = now
+        self.discovery = HomeAssistantDiscovery(topics: topics, mode: config.homeAssistant.mode, version: Self.version)
+        self.startedAt = now()
+    }
+
+    public func register(_ vendor: any Vendor) {
+        vendors[vendor.instanceID] = vendor
+        vendorTypes[vendor.instanceID] = vendor.typeName
+    }
+
+    public var deviceIDs: [DeviceID] { devices.keys.sorted() }
+
+    public func state(of id: DeviceID) -> DeviceState? { states[id] }
+
+    // MARK: - Connection
+
+    /// Runs after every (re)connect: the broker may have restarted without persistence,
+    /// so subscriptions and every retained topic are sent again.
+    public func connected() {
+        transport.subscribe(topics.subscriptions)
+        transport.publish(topics.bridgeState, #"{"state":"online"}"#, qos: 1, retain: true)
+        publishBridgeInfo()
+        publishBridgeDevices()
+        if config.homeAssistant.enabled {
+            let bridge = discovery.bridgeMessage()
+            transport.publish(bridge.topic, bridge.payload, qos: 1, retain: true)
+            for id in devices.keys.sorted() { publishDiscovery(id, force: true) }
+        }
+        republishAllStates()
+        publishAggregates()
+        logger.info("connected to the broker; published \(devices.count) devices")
+    }
+
+    func republishAllStates() {
+        for id in devices.keys.sorted() {
+            publishAvailability(id)
+            publishState(id)
+        }
+    }
+
+    /// The last thing before disconnecting on a clean shutdown.
+    public func publishOffline() async -> Bool {
+        await transport.publishAndWait(topics.bridgeState, #"{"state":"offline"}"#, retain: true, timeout: .seconds(2))
+    }
+
+    // MARK: - Vendor events
+
+    /// Drains a vendor event stream inside the actor (no hop per event on the hot path).
+    public func consume(_ events: AsyncStream<VendorEvent>) async {
+        for await event in events {
+            handle(event)
+        }
+    }
+
+    public func handle(_ event: VendorEvent) {
+        switch event {
+        case .inventory(let vendorID, let list):
+            applyInventory(vendorID: vendorID, devices: list)
+        case .state(let id, let values, let observedAt):
+            guard devices[id] != nil else {
+                logger.debug("state for unknown device \(id) ignored")
+                return
+            }
+            var state = states[id] ?? DeviceState()
+            state.merge(values, observedAt: observedAt)
+            states[id] = state
+            if availability[id] != true {
+                availability[id] = true
+                publishAvailability(id)
+            }
+            publishState(id)
+            markAggregatesDirty(for: id, values: values)
+        case .availability(let id, let online):
+            guard devices[id] != nil, availability[id] != online else { return }
+            availability[id] = online
+            publishAvailability(id)
+        }
+    }
+
+    func applyInventory(vendorID: String, devices list: [Device]) {
+        let incoming = Dictionary(list.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let existing = devices.values.filter { $0.vendorID == vendorID }
+        var changed = false
+        for old in existing where incoming[old.id] == nil {
+            removeDevice(old)
+            changed = true
+        }
+        for device in list {
+            let previous = devices[device.id]
+            guard previous != device else { continue }
+            devices[device.id] = device
+            changed = true
+            if previous == nil {
+                availability[device.id] = availability[device.id] ?? true
+                publishEvent("device_added", ["id": .string(device.id.rawValue), "name": .string(device.name), "vendor": .string(vendorID)])
+                publishAvailability(device.id)
+            }
+            if config.homeAssistant.enabled { publishDiscovery(device.id, force: false) }
+        }
+        if changed { publishBridgeDevices() }
+    }
+
+    func removeDevice(_ device: Device) {
+        let id = device.id
+        devices[id] = nil
+        states[id] = nil
+        availability[id] = nil
+        commandLanes.removeValue(forKey: id)?.finish()
+        if config.homeAssistant.enabled {
+            for topic in discovery.clearTopics(for: device) { transport.publish(topic, "", qos: 1, retain: true) }
+        }
+        publishedDiscovery[id] = nil
+        transport.publish(topics.device(id), "", qos: 1, retain: true)
+        transport.publish(topics.availability(id), "", qos: 1, retain: true)
+        publishEvent("device_removed", ["id": .string(id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID)])
+        energyDirty = true
+        if let room = device.roomSlug { dirtyRooms.insert(room) }
+        scheduleAggregates()
+    }
+
+    // MARK: - Publishing
+
+    func publishState(_ id: DeviceID) {
+        guard let device = devices[id], let state = states[id] else { return }
+        transport.publish(topics.device(id), StateSnapshot.render(device: device, state: state), qos: 0, retain: config.mqtt.retainState)
+        counters.statesPublished += 1
+    }
+
+    func publishAvailability(_ id: DeviceID) {
+        let online = availability[id] ?? false
+        transport.publish(topics.availability(id), online ? #"{"state":"online"}"# : #"{"state":"offline"}"#, qos: 1, retain: true)
+    }
+
+    /// Discovery goes out at start, on reconnect and when a device's description changes; never with state.
+    func publishDiscovery(_ id: DeviceID, force: Bool) {
+        guard let device = devices[id] else { return }
+        let messages = discovery.messages(for: device)
+        if !force, publishedDiscovery[id] == messages { return }
+        // Component mode: entities that disappeared are cleared, not left as ghosts.
+        let newTopics = Set(messages.map(\.topic))
+        for old in publishedDiscovery[id] ?? [] where !newTopics.contains(old.topic) {
+            transport.publish(old.topic, "", qos: 1, retain: true)
+        }
+        for message in messages { transport.publish(message.topic, message.payload, qos: 1, retain: true) }
+        publishedDiscovery[id] = messages
+    }
+
+    func publishBridgeInfo() {
+        let vendorsJSON: [JSON] = config.vendors.map { vendor in
+            JSON.object([
+                "id": .string(vendor.id), "type": .string(vendor.type),
+                "poll_interval": vendor.pollInterval.map(JSON.number) ?? .null,
+            ]).compacted
+        }
+        let info: JSON = [
+            "version": .string(Self.version),
+            "base_topic": .string(topics.base),
+            "started_at": .string(ISOTime.format(startedAt)),
+            "mqtt": ["url": .string(ConfigLoader.redactURL(config.mqtt.url)), "version": .string(config.mqtt.version.rawValue),
+                     "client_id": .string(config.mqtt.clientID), "retain_state": .bool(config.mqtt.retainState)],
+            "homeassistant": ["enabled": .bool(config.homeAssistant.enabled), "discovery_prefix": .string(config.homeAssistant.discoveryPrefix),
+                              "discovery_mode": .string(config.homeAssistant.mode.rawValue)],
+            "vendors": .array(vendorsJSON),
+        ]
+        transport.publish(topics.bridgeInfo, info.render(), qos: 1, retain: true)
+    }
+
+    func bridgeDevicesJSON() -> JSON {
+        .array(devices.values.sorted { $0.id < $1.id }.map(deviceJSON))
+    }
+
+    func deviceJSON(_ device: Device) -> JSON {
+        let capabilities: [JSON] = device.specs.map { spec in
+            var entry: [String: JSON] = ["key": .string(spec.name), "writable": .bool(spec.writable), "label": .string(spec.label)]
+            if let unit = spec.unit { entry["unit"] = .string(unit) }
+            switch spec.kind {
+            case .number(let low, let high):
+                entry["type"] = "number"
+                if let low { entry["min"] = .number(low) }
+                if let high { entry["max"] = .number(high) }
+            case .enumeration(let values):
+                entry["type"] = "enum"
+                entry["values"] = .array(values.map(JSON.string))
+                if spec.writable { entry["commands"] = .array(CommandParser.accepted(spec, values).map(JSON.string)) }
+            case .bool: entry["type"] = "bool"
+            case .text: entry["type"] = "text"
+            case .timestamp: entry["type"] = "timestamp"
+            }
+            return .object(entry)
+        }
+        return JSON.object([
+            "id": .string(device.id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID),
+            "vendor_type": .optional(vendorTypes[device.vendorID]), "type": .string(device.type.rawValue),
+            "manufacturer": .optional(device.manufacturer), "model": .optional(device.model), "room": .optional(device.room),
+            "capabilities": .array(capabilities),
+            "topics": [
+                "state": .string(topics.device(device.id)), "availability": .string(topics.availability(device.id)),
+                "set": .string(topics.set(device.id)), "get": .string(topics.get(device.id)),
+            ],
+        ]).compacted
+    }
+
+    func publishBridgeDevices() {
+        transport.publish(topics.bridgeDevices, bridgeDevicesJSON().render(), qos: 1, retain: true)
+    }
+
+    func publishEvent(_ type: String, _ data: JSON) {
+        let event: JSON = ["type": .string(type), "data": data, "time": .string(ISOTime.format(now()))]
+        transport.publish(topics.bridgeEvent, event.render(), qos: 1, retain: false)
+    }
+
+    // MARK: - Home-level views
+
+    func markAggregatesDirty(for id: DeviceID, values: [String: StateValue]) {
+        guard let device = devices[id] else { return }
+        if values.keys.contains(where: HomeViews.energyKeys.contains) { energyDirty = true }
+        if let room = device.roomSlug, values.keys.contains(where: HomeViews.environmentKeys.contains) { dirtyRooms.insert(room) }
+        if energyDirty || !dirtyRooms.isEmpty { scheduleAggregates() }
+    }
+
+    /// Sums are coalesced: a burst of readings gives one `energy/home` update, not one per reading.
+    func scheduleAggregates() {
+        guard !aggregatesPending else { return }
+        aggregatesPending = true
+        let clock = self.clock
+        Task {
+            try? await clock.sleep(for: .milliseconds(200))
+            self.flushAggregates()
+        }
+    }
+
+    func flushAggregates() {
+        aggregatesPending = false
+        if energyDirty {
+            energyDirty = false
+            if let payload = HomeViews.energy(devices: devices, states: states) {
+                transport.publish(topics.energyHome, payload.render(), qos: 0, retain: true)
+            }
+        }
+        let rooms = dirtyRooms
+        dirtyRooms.removeAll()
+        for room in rooms.sorted() {
+            let payload = HomeViews.environment(room: room, devices: devices, states: states)
+            transport.publish(topics.environment(room: room), payload?.render() ?? "", qos: 0, retain: true)
+        }
+    }
+
+    func publishAggregates() {
+        energyDirty = true
+        dirtyRooms.formUnion(devices.values.compactMap(\.roomSlug))
+        flushAggregates()
+    }
+}

@@ -1,0 +1,34 @@
+/// A received MQTT message, as the controller needs it.
+public struct InboundMessage: Sendable, Hashable {
+    public var topic: String
+    public var payload: [UInt8]
+    /// Set when the broker delivered a stored (retained) message, e.g. at subscribe time.
+    public var retain: Bool
+    /// MQTT v5 request/response properties.
+    public var responseTopic: String?
+    public var correlationData: [UInt8]?
+
+    public init(topic: String, payload: [UInt8], retain: Bool = false, responseTopic: String? = nil, correlationData: [UInt8]? = nil) {
+        self.topic = topic
+        self.payload = payload
+        self.retain = retain
+        self.responseTopic = responseTopic
+        self.correlationData = correlationData
+    }
+}
+
+/// What the controller needs from an MQTT connection. `MQTTTransport` implements it over
+/// libmosquitto; unit tests use a recording one.
+public protocol MessageTransport: Sendable {
+    /// Queues a message; never blocks. QoS 0 messages may be dropped while disconnected.
+    func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?)
+    /// Publishes at QoS 1 and waits (bounded) for the broker's acknowledgement.
+    func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool
+    func subscribe(_ filters: [String])
+}
+
+extension MessageTransport {
+    func publish(_ topic: String, _ payload: String, qos: Int = 0, retain: Bool = false) {
+        publish(topic, payload, qos: qos, retain: retain, correlationData: nil)
+    }
+}

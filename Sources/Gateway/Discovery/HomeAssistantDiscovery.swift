@@ -1,0 +1,295 @@
+import GatewayModel
+
+/// Builds Home Assistant MQTT discovery messages from the normalized model.
+/// Device-based discovery (`<prefix>/device/<object_id>/config`, HA 2024.12+) by default,
+/// per-component discovery (`<prefix>/<component>/<object_id>/<key>/config`) as a setting.
+public struct HomeAssistantDiscovery: Sendable {
+    public struct Message: Sendable, Hashable {
+        public var topic: String
+        public var payload: String
+    }
+
+    public let topics: Topics
+    public let mode: HomeAssistantSettings.Mode
+    public let version: String
+
+    public init(topics: Topics, mode: HomeAssistantSettings.Mode, version: String) {
+        self.topics = topics
+        self.mode = mode
+        self.version = version
+    }
+
+    /// The node id Home Assistant sees: `<base>_<device_id>`, topic-safe.
+    public func objectID(_ id: DeviceID) -> String { Slug.make(topics.base) + "_" + id.rawValue }
+
+    var bridgeIdentifier: String { Slug.make(topics.base) + "_bridge" }
+
+    var origin: JSON { ["name": "lbs-gateway", "sw": .string(version), "url": "https://github.com/lbs-gateway/lbs-gateway"] }
+
+    /// The messages that announce one device (one in device mode, one per entity in component mode).
+    public func messages(for device: Device) -> [Message] {
+        let components = self.components(for: device)
+        let deviceBlock: JSON = JSON.object([
+            "identifiers": [.string(objectID(device.id))],
+            "name": .string(device.name),
+            "manufacturer": .optional(device.manufacturer),
+            "model": .optional(device.model),
+            "sw_version": .optional(device.swVersion),
+            "suggested_area": .optional(device.room),
+            "via_device": .string(bridgeIdentifier),
+        ]).compacted
+        let availability: JSON = [
+            ["topic": .string(topics.bridgeState), "value_template": "{{ value_json.state }}"],
+            ["topic": .string(topics.availability(device.id)), "value_template": "{{ value_json.state }}"],
+        ]
+        switch mode {
+        case .device:
+            let payload: JSON = [
+                "device": deviceBlock,
+                "origin": origin,
+                "components": .object(Dictionary(uniqueKeysWithValues: components.map { ($0.key, JSON.object($0.config)) })),
+                "state_topic": .string(topics.device(device.id)),
+                "availability": availability,
+                "availability_mode": "all",
+                "qos": 1,
+            ]
+            return [Message(topic: deviceTopic(device.id), payload: payload.render())]
+        case .component:
+            return components.map { component in
+                var config = component.config
+                config["device"] = deviceBlock
+                config["origin"] = origin
+                config["state_topic"] = config["state_topic"] ?? .string(topics.device(device.id))
+                config["availability"] = availability
+                config["availability_mode"] = "all"
+                config.removeValue(forKey: "platform")
+                return Message(topic: componentTopic(component.platform, device.id, component.key), payload: JSON.object(config).render())
+            }
+        }
+    }
+
+    /// Topics to clear (empty retained payload) when a device goes away: no ghost entities.
+    public func clearTopics(for device: Device) -> [String] {
+        switch mode {
+        case .device: [deviceTopic(device.id)]
+        case .component: components(for: device).map { componentTopic($0.platform, device.id, $0.key) }
+        }
+    }
+
+    /// The gateway itself as a device, with a connectivity sensor fed by `<base>/bridge/state`.
+    public func bridgeMessage() -> Message {
+        let device: JSON = ["identifiers": [.string(bridgeIdentifier)], "name": "LBS Gateway", "manufacturer": "lbs-gateway",
+                            "model": "MQTT edge gateway", "sw_version": .string(version)]
+        let sensor: [String: JSON] = [
+            "platform": "binary_sensor", "name": "Connection state", "device_class": "connectivity",
+            "entity_category": "diagnostic", "state_topic": .string(topics.bridgeState),
+            "value_template": "{{ value_json.state }}", "payload_on": "online", "payload_off": "offline",
+            "unique_id": .string(bridgeIdentifier + "_connection_state"),
+            "object_id": .string(bridgeIdentifier + "_connection_state"),
+            "default_entity_id": .string("binary_sensor." + bridgeIdentifier + "_connection_state"),
+        ]
+        switch mode {
+        case .device:
+            let payload: JSON = ["device": device, "origin": origin, "components": ["connection_state": .object(sensor)]]
+            return Message(topic: "\(topics.discoveryPrefix)/device/\(bridgeIdentifier)/config", payload: payload.render())
+        case .component:
+            var config = sensor
+            config.removeValue(forKey: "platform")
+            config["device"] = device
+            config["origin"] = origin
+            return Message(topic: "\(topics.discoveryPrefix)/binary_sensor/\(bridgeIdentifier)/connection_state/config", payload: JSON.object(config).render())
+        }
+    }
+
+    func deviceTopic(_ id: DeviceID) -> String { "\(topics.discoveryPrefix)/device/\(objectID(id))/config" }
+
+    func componentTopic(_ platform: String, _ id: DeviceID, _ key: String) -> String {
+        "\(topics.discoveryPrefix)/\(platform)/\(objectID(id))/\(key)/config"
+    }
+
+    struct Component {
+        var key: String
+        var platform: String
+        var config: [String: JSON]
+    }
+
+    /// One entry per Home Assistant entity of the device.
+    func components(for device: Device) -> [Component] {
+        let id = device.id
+        let keys = Set(device.keys)
+        var result: [Component] = []
+        var covered: Set<String> = []
+
+        func identity(_ key: String, platform: String, name: JSON) -> [String: JSON] {
+            let unique = objectID(id) + "_" + key
+            return [
+                "platform": .string(platform), "unique_id": .string(unique), "name": name,
+                "object_id": .string(id.rawValue + "_" + key),
+                "default_entity_id": .string("\(platform).\(id.rawValue)_\(key)"),
+            ]
+        }
+
+        if keys.contains("state") {
+            if device.type == .light {
+                var config = identity("light", platform: "light", name: .null)
+                config["schema"] = "json"
+                config["command_topic"] = .string(topics.set(id))
+                config["state_topic"] = .string(topics.device(id))
+                var modes: [JSON] = []
+                if keys.contains("color_temp_kelvin") {
+                    modes = ["color_temp"]
+                    config["color_temp_kelvin"] = true
+                    let spec = StateKeys.colorTempKelvin
+                    if case .number(let low?, let high?) = spec.kind {
+                        config["min_kelvin"] = .number(low)
+                        config["max_kelvin"] = .number(high)
+                    }
+                } else if keys.contains("brightness") {
+                    modes = ["brightness"]
+                } else {
+                    modes = ["onoff"]
+                }
+                config["supported_color_modes"] = .array(modes)
+                if keys.contains("brightness") {
+                    config["brightness"] = true
+                    config["brightness_scale"] = 100
+                }
+                result.append(Component(key: "light", platform: "light", config: config))
+                covered.formUnion(["state", "brightness", "color_temp_kelvin"])
+            } else {
+                var config = identity("state", platform: "switch", name: .null)
+                config["command_topic"] = .string(topics.set(id, key: "state"))
+                config["value_template"] = "{{ value_json.state }}"
+                config["payload_on"] = "ON"
+                config["payload_off"] = "OFF"
+                if device.type == .plug { config["device_class"] = "outlet" }
+                result.append(Component(key: "state", platform: "switch", config: config))
+                covered.insert("state")
+            }
+        }
+        if keys.contains("lock") {
+            var config = identity("lock", platform: "lock", name: .null)
+            config["command_topic"] = .string(topics.set(id, key: "lock"))
+            config["value_template"] = "{{ value_json.lock }}"
+            config["payload_lock"] = "LOCK"
+            config["payload_unlock"] = "UNLOCK"
+            config["state_locked"] = "LOCKED"
+            config["state_unlocked"] = "UNLOCKED"
+            config["state_locking"] = "LOCKING"
+            config["state_unlocking"] = "UNLOCKING"
+            config["state_jammed"] = "JAMMED"
+            result.append(Component(key: "lock", platform: "lock", config: config))
+            covered.insert("lock")
+        }
+        if keys.contains("cover") || keys.contains("position") {
+            var config = identity("cover", platform: "cover", name: .null)
+            if device.type == .garageDoor { config["device_class"] = "garage" }
+            if keys.contains("cover") {
+                config["command_topic"] = .string(topics.set(id, key: "cover"))
+                config["value_template"] = "{{ value_json.cover }}"
+                config["payload_open"] = "OPEN"
+                config["payload_close"] = "CLOSE"
+                config["payload_stop"] = "STOP"
+                config["state_open"] = "OPEN"
+                config["state_closed"] = "CLOSED"
+                config["state_opening"] = "OPENING"
+                config["state_closing"] = "CLOSING"
+                config["state_stopped"] = "STOPPED"
+            }
+            if keys.contains("position") {
+                config["position_topic"] = .string(topics.device(id))
+                config["position_template"] = "{{ value_json.position }}"
+                config["set_position_topic"] = .string(topics.set(id, key: "position"))
+            }
+            result.append(Component(key: "cover", platform: "cover", config: config))
+            covered.formUnion(["cover", "position"])
+        }
+        if keys.contains("target_temperature") || keys.contains("hvac_mode") {
+            var config = identity("climate", platform: "climate", name: .null)
+            let state = JSON.string(topics.device(id))
+            config["temperature_unit"] = "C"
+            config["precision"] = 0.1
+            config["temp_step"] = 0.5
+            if keys.contains("temperature") {
+                config["current_temperature_topic"] = state
+                config["current_temperature_template"] = "{{ value_json.temperature }}"
+            }
+            if keys.contains("target_temperature") {
+                config["temperature_command_topic"] = .string(topics.set(id, key: "target_temperature"))
+                config["temperature_state_topic"] = state
+                config["temperature_state_template"] = "{{ value_json.target_temperature }}"
+                if case .number(let low?, let high?) = StateKeys.targetTemperature.kind {
+                    config["min_temp"] = .number(low)
+                    config["max_temp"] = .number(high)
+                }
+            }
+            if keys.contains("hvac_mode"), case .enumeration(let modes) = StateKeys.hvacMode.kind {
+                config["mode_command_topic"] = .string(topics.set(id, key: "hvac_mode"))
+                config["mode_state_topic"] = state
+                config["mode_state_template"] = "{{ value_json.hvac_mode }}"
+                config["modes"] = .array(modes.map(JSON.string))
+            }
+            if keys.contains("hvac_action") {
+                config["action_topic"] = state
+                config["action_template"] = "{{ value_json.hvac_action }}"
+            }
+            result.append(Component(key: "climate", platform: "climate", config: config))
+            covered.formUnion(["target_temperature", "hvac_mode", "hvac_action"])
+        }
+        for key in device.keys where !covered.contains(key) {
+            guard let spec = StateKeys.spec(key) else { continue }
+            switch spec.kind {
+            case .bool:
+                var config = identity(key, platform: "binary_sensor", name: .string(spec.label))
+                config["value_template"] = .string("{{ 'ON' if value_json.\(key) else 'OFF' }}")
+                if key == "motion" { config["device_class"] = "motion" }
+                result.append(Component(key: key, platform: "binary_sensor", config: config))
+            default:
+                var config = identity(key, platform: "sensor", name: .string(spec.label))
+                config["value_template"] = .string("{{ value_json.\(key) }}")
+                let mapping = SensorMapping.for(spec)
+                if let unit = spec.unit { config["unit_of_measurement"] = .string(unit) }
+                if let deviceClass = mapping.deviceClass { config["device_class"] = .string(deviceClass) }
+                if let stateClass = mapping.stateClass { config["state_class"] = .string(stateClass) }
+                if key == "battery" { config["entity_category"] = "diagnostic" }
+                result.append(Component(key: key, platform: "sensor", config: config))
+            }
+        }
+        var lastSeen = identity("last_seen", platform: "sensor", name: "Last seen")
+        lastSeen["value_template"] = "{{ value_json.last_seen }}"
+        lastSeen["device_class"] = "timestamp"
+        lastSeen["entity_category"] = "diagnostic"
+        lastSeen["enabled_by_default"] = false
+        result.append(Component(key: "last_seen", platform: "sensor", config: lastSeen))
+        return result
+    }
+}
+
+/// Home Assistant's device_class and state_class for each sensor key. Energy counters are
+/// `total_increasing` in kWh so the Energy dashboard accepts them.
+enum SensorMapping {
+    struct Entry {
+        var deviceClass: String?
+        var stateClass: String?
+    }
+
+    static let deviceClasses: [String: String] = [
+        "temperature": "temperature", "humidity": "humidity", "co2": "carbon_dioxide",
+        "voc": "volatile_organic_compounds", "voc_ppb": "volatile_organic_compounds_parts",
+        "pm25": "pm25", "pm10": "pm10", "illuminance": "illuminance",
+        "power": "power", "solar_power": "power", "grid_power": "power", "battery_power": "power", "home_power": "power",
+        "energy": "energy", "solar_energy": "energy", "grid_import_energy": "energy", "grid_export_energy": "energy",
+        "battery_charge_energy": "energy", "battery_discharge_energy": "energy", "home_energy": "energy",
+        "battery_level": "battery", "battery": "battery",
+        "water_flow": "volume_flow_rate", "water_volume": "water", "gas_volume": "gas",
+    ]
+
+    static func `for`(_ spec: KeySpec) -> Entry {
+        let stateClass: String? = switch spec.series {
+        case .measurement: "measurement"
+        case .counter: "total_increasing"
+        case .none: nil
+        }
+        return Entry(deviceClass: deviceClasses[spec.name], stateClass: stateClass)
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import GatewayModel
+import Logging
+import MQTT
+import ServiceLifecycle
+import Vendors
+
+/// The running gateway as a swift-service-lifecycle `Service`. On SIGTERM/SIGINT it stops the
+/// vendors, publishes `offline`, disconnects cleanly (so the broker does not fire the will) and returns.
+public struct GatewayService: Service {
+    let config: GatewayConfig
+    let logger: Logger
+
+    public init(config: GatewayConfig, logger: Logger) {
+        self.config = config
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let client = try MQTTClient(configuration: MQTTTransport.configuration(for: config))
+        let transport = MQTTTransport(client: client)
+        let controller = GatewayController(config: config, transport: transport, logger: logger)
+        let (events, continuation) = AsyncStream.makeStream(of: VendorEvent.self, bufferingPolicy: .bufferingOldest(100_000))
+        let sink = VendorEventSink { continuation.yield($0) }
+        var vendors: [any Vendor] = []
+        for settings in config.vendors {
+            let vendor = try VendorCatalog.make(settings, sink: sink, context: VendorContext())
+            await controller.register(vendor)
+            vendors.append(vendor)
+        }
+        client.start()
+        logger.info("lbs-gateway \(GatewayController.version) starting: broker \(ConfigLoader.redactURL(config.mqtt.url)), base topic '\(config.mqtt.baseTopic)', \(vendors.count) vendor(s)")
+
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in client.connectionEvents {
+                    switch event {
+                    case .connected: await controller.connected()
+                    case .disconnected(let error): logger.warning("disconnected from the broker: \(error.message)")
+                    case .connectFailed(let error, let retryIn): logger.warning("cannot reach the broker (\(error.message)); retrying in \(retryIn)")
+                    }
+                }
+            }
+            group.addTask {
+                for await message in client.messages {
+                    await controller.handle(InboundMessage(
+                        topic: message.topic, payload: message.payload, retain: message.retain,
+                        responseTopic: message.responseTopic, correlationData: message.correlationData))
+                }
+            }
+            group.addTask { await controller.consume(events) }
+            for vendor in vendors {
+                group.addTask { await Self.keepRunning(vendor, logger: logger) }
+            }
+            // Wait for SIGTERM/SIGINT (or cancellation), then stop everything above.
+            try? await gracefulShutdown()
+            logger.info("shutting down")
+            group.cancelAll()
+        }
+        continuation.finish()
+        let acknowledged = await controller.publishOffline()
+        if !acknowledged { logger.warning("the broker did not acknowledge the offline state in time") }
+        await client.shutdown()
+        logger.info("stopped")
+    }
+
+    /// A vendor whose loop fails is restarted after a pause; it never takes the gateway down.
+    static func keepRunning(_ vendor: any Vendor, logger: Logger) async {
+        var delay = Duration.seconds(1)
+        while !Task.isCancelled {
+            do {
+                try await vendor.run()
+                return
+            } catch is CancellationError {
+                return
+            } catch {
+                if Task.isCancelled { return }
+                logger.error("vendor \(vendor.instanceID) stopped: \(error); restarting in \(delay)")
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(60))
+            }
+        }
+    }
+}

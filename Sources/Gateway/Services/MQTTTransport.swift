@@ -1,0 +1,47 @@
+import Foundation
+import MQTT
+
+/// `MessageTransport` over our libmosquitto client.
+public struct MQTTTransport: MessageTransport {
+    let client: MQTTClient
+
+    public init(client: MQTTClient) {
+        self.client = client
+    }
+
+    public func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?) {
+        let properties = MQTTPublishProperties(correlationData: correlationData)
+        client.publish(topic, Array(payload.utf8), qos: qos == 0 ? .atMostOnce : .atLeastOnce, retain: retain, properties: properties)
+    }
+
+    public func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool {
+        do {
+            try await client.publishAndWait(topic, Array(payload.utf8), qos: .atLeastOnce, retain: retain, timeout: timeout)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    public func subscribe(_ filters: [String]) {
+        try? client.subscribe(filters, qos: .atLeastOnce)
+    }
+
+    /// Maps the gateway's settings to the client's, including the Last Will on `<base>/bridge/state`.
+    static func configuration(for config: GatewayConfig) throws -> MQTTConfiguration {
+        var mqtt = try MQTTConfiguration(url: config.mqtt.url, clientID: config.mqtt.clientID)
+        mqtt.protocolVersion = config.mqtt.version == .v5 ? .v5 : .v311
+        mqtt.keepAlive = .seconds(config.mqtt.keepAlive)
+        mqtt.username = config.mqtt.username
+        mqtt.password = config.mqtt.password?.value
+        if config.mqtt.caFile != nil || config.mqtt.certFile != nil || mqtt.broker.usesTLS {
+            mqtt.tls = MQTTTLSOptions(caFile: config.mqtt.caFile, certificateFile: config.mqtt.certFile, keyFile: config.mqtt.keyFile)
+        }
+        mqtt.will = MQTTWill(topic: Topics(base: config.mqtt.baseTopic).bridgeState, payload: #"{"state":"offline"}"#, qos: .atLeastOnce, retain: true)
+        mqtt.reconnect = MQTTReconnectPolicy(
+            minDelay: .milliseconds(Int64(config.mqtt.reconnectMinDelay * 1000)),
+            maxDelay: .milliseconds(Int64(config.mqtt.reconnectMaxDelay * 1000)))
+        mqtt.inboundBufferSize = 4096
+        return mqtt
+    }
+}

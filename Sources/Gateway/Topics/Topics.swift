@@ -1,0 +1,65 @@
+import GatewayModel
+
+/// Every topic the gateway publishes or subscribes to, in one place. `mqtt-topics.md` documents
+/// the same list; `TopicContractTests` keeps the two in step.
+public struct Topics: Sendable {
+    public let base: String
+    public let discoveryPrefix: String
+    public let haStatus: String
+
+    public init(base: String, discoveryPrefix: String = "homeassistant", haStatus: String = "homeassistant/status") {
+        self.base = base
+        self.discoveryPrefix = discoveryPrefix
+        self.haStatus = haStatus
+    }
+
+    public var bridgeState: String { "\(base)/bridge/state" }
+    public var bridgeInfo: String { "\(base)/bridge/info" }
+    public var bridgeDevices: String { "\(base)/bridge/devices" }
+    public var bridgeEvent: String { "\(base)/bridge/event" }
+    public func bridgeRequest(_ name: String) -> String { "\(base)/bridge/request/\(name)" }
+    public func bridgeResponse(_ name: String) -> String { "\(base)/bridge/response/\(name)" }
+    public func vendor(_ id: String) -> String { "\(base)/bridge/vendors/\(id)" }
+
+    public func device(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)" }
+    public func availability(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/availability" }
+    public func set(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/set" }
+    public func set(_ id: DeviceID, key: String) -> String { "\(base)/device/\(id.rawValue)/set/\(key)" }
+    public func get(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/get" }
+
+    public var energyHome: String { "\(base)/energy/home" }
+    public func environment(room: String) -> String { "\(base)/environment/\(room)" }
+
+    /// What the gateway subscribes to on every (re)connect.
+    public var subscriptions: [String] {
+        ["\(base)/device/+/set", "\(base)/device/+/set/+", "\(base)/device/+/get", "\(base)/bridge/request/#", haStatus]
+    }
+
+    /// An inbound topic, parsed.
+    public enum Inbound: Sendable, Equatable {
+        /// `<base>/device/<id>/set` or `/set/<key>`; the id is the raw segment (may be unknown or invalid).
+        case set(device: String, key: String?)
+        case get(device: String)
+        case request(String)
+        case homeAssistantStatus
+        case other
+    }
+
+    public func parse(_ topic: String) -> Inbound {
+        if topic == haStatus { return .homeAssistantStatus }
+        let prefix = base + "/"
+        guard topic.hasPrefix(prefix) else { return .other }
+        let rest = topic.dropFirst(prefix.count)
+        let parts = rest.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        if parts.count >= 3, parts[0] == "bridge", parts[1] == "request" {
+            return .request(parts[2...].joined(separator: "/"))
+        }
+        guard parts.count >= 3, parts[0] == "device" else { return .other }
+        switch (parts.count, parts[2]) {
+        case (3, "set"): return .set(device: parts[1], key: nil)
+        case (4, "set"): return .set(device: parts[1], key: parts[3])
+        case (3, "get"): return .get(device: parts[1])
+        default: return .other
+        }
+    }
+}

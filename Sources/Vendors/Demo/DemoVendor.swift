@@ -1,0 +1,83 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import GatewayModel
+import Synchronization
+
+/// Options of a `type: demo` vendor entry.
+public struct DemoOptions: Sendable, Hashable {
+    /// Seconds between drift updates.
+    public var pollInterval: Duration
+    /// Extra simulated devices for load tests (`devices: N`).
+    public var extraDevices: Int
+    /// Seed for the drift; the same seed gives the same readings.
+    public var seed: UInt64
+
+    public init(pollInterval: Duration = .seconds(5), extraDevices: Int = 0, seed: UInt64 = 0x1b5) {
+        self.pollInterval = pollInterval
+        self.extraDevices = extraDevices
+        self.seed = seed
+    }
+}
+
+/// The embedded demo vendor: a light, thermostat, lock, plug, home energy system and air
+/// monitor placed in rooms, with plausibly drifting readings and commands that change state.
+/// It is how a new user sees the whole system work without hardware.
+public final class DemoVendor: Vendor {
+    public let instanceID: String
+    public let typeName = "demo"
+    private let options: DemoOptions
+    private let sink: VendorEventSink
+    private let clock: any Clock<Duration>
+    private let now: @Sendable () -> Date
+    private let world: Mutex<DemoWorld>
+
+    public init(
+        instanceID: String, options: DemoOptions, sink: VendorEventSink,
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.instanceID = instanceID
+        self.options = options
+        self.sink = sink
+        self.clock = clock
+        self.now = now
+        self.world = Mutex(DemoWorld(instanceID: instanceID, extraDevices: options.extraDevices, seed: options.seed, start: now()))
+    }
+
+    public var devices: [Device] { world.withLock { $0.devices } }
+
+    public func run() async throws {
+        let (devices, states) = world.withLock { ($0.devices, $0.snapshot()) }
+        sink.send(.inventory(vendorID: instanceID, devices: devices))
+        let observed = now()
+        for (id, values) in states { sink.send(.state(id, values, observedAt: observed)) }
+        while !Task.isCancelled {
+            try await clock.sleep(for: options.pollInterval)
+            tick()
+        }
+    }
+
+    /// Advances the simulation one step and reports every device's new readings.
+    /// Public so benchmarks can drive updates as fast as the gateway can publish them.
+    public func tick() {
+        let observed = now()
+        let updates = world.withLock { $0.drift(at: observed) }
+        for (id, values) in updates { sink.send(.state(id, values, observedAt: observed)) }
+    }
+
+    public func execute(_ command: DeviceCommand) async throws -> CommandOutcome {
+        let result = world.withLock { $0.apply(command) }
+        switch result {
+        case .success(let confirmed): return CommandOutcome(confirmed: confirmed)
+        case .failure(let error): throw error
+        }
+    }
+
+    public func refresh(_ device: DeviceID) async throws {
+        let values = world.withLock { $0.snapshot()[device] }
+        guard let values else { throw GatewayError.unknownDevice(device.rawValue) }
+        sink.send(.state(device, values, observedAt: now()))
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+@testable import Gateway
+import Testing
+
+@Suite struct ConfigTests {
+    @Test func minimalConfigLoadsWithDefaults() throws {
+        let config = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://localhost:1883}\nvendors: [{type: demo, id: demo}]\n").get()
+        #expect(config.mqtt.baseTopic == "lbs")
+        #expect(config.mqtt.version == .v5)
+        #expect(config.mqtt.retainState)
+        #expect(config.homeAssistant.enabled && config.homeAssistant.mode == .device)
+        #expect(config.vendors.map(\.id) == ["demo"])
+        #expect(config.storage == nil)
+    }
+
+    @Test func everyProblemIsReportedWithItsKeyPath() {
+        let yaml = """
+        mqtt:
+          url: http://broker
+          keepalive: often
+          versoin: 5
+        homeassistant:
+          discovery_mode: sideways
+        vendors:
+          - type: teleporter
+          - type: demo
+            id: Demo Vendor
+            devices: lots
+        """
+        guard case .failure(let failure) = ConfigLoader.parse(yaml: yaml) else {
+            Issue.record("a broken config was accepted")
+            return
+        }
+        let paths = Set(failure.problems.map(\.path))
+        #expect(paths.isSuperset(of: ["mqtt.url", "mqtt.keepalive", "mqtt.versoin", "homeassistant.discovery_mode",
+                                      "vendors[0].type", "vendors[1].id", "vendors[1].devices"]))
+        #expect(failure.problems.first { $0.path == "mqtt.versoin" }?.fix.contains("version") == true)
+    }
+
+    @Test func passwordsComeFromFilesOrEnvironmentNeverTheFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lbs-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try "s3cret\n".write(to: dir.appendingPathComponent("pw"), atomically: true, encoding: .utf8)
+        let fromFile = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://h, username: u, password_file: pw}\nvendors: [{type: demo}]", baseDirectory: dir.path).get()
+        #expect(fromFile.mqtt.password?.value == "s3cret")
+        #expect("\(fromFile.mqtt.password as Any)".contains("s3cret") == false)
+
+        let fromEnv = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://h}\nvendors: [{type: demo}]",
+                                             environment: ["LBS_MQTT_PASSWORD": "envpw", "LBS_MQTT_URL": "mqtt://other:1884"]).get()
+        #expect(fromEnv.mqtt.password?.value == "envpw")
+        #expect(fromEnv.mqtt.url == "mqtt://other:1884")
+
+        guard case .failure(let failure) = ConfigLoader.parse(yaml: "mqtt: {url: mqtt://h, password: plain}\nvendors: [{type: demo}]") else {
+            Issue.record("a plain-text password in the file was accepted")
+            return
+        }
+        #expect(failure.problems.contains { $0.path == "mqtt.password" })
+    }
+
+    @Test func brokenYAMLAndEmptyFilesGiveOneClearLine() {
+        guard case .failure(let broken) = ConfigLoader.parse(yaml: "mqtt: [unclosed\n") else { Issue.record("accepted"); return }
+        #expect(broken.problems.count == 1 && broken.problems[0].message.contains("YAML"))
+        guard case .failure(let empty) = ConfigLoader.parse(yaml: "") else { Issue.record("accepted"); return }
+        #expect(empty.problems.count == 1)
+    }
+
+    @Test func urlCredentialsAreRedacted() {
+        #expect(ConfigLoader.redactURL("mqtt://user:pw@host:1883") == "mqtt://host:1883")
+        #expect(ConfigLoader.redactURL("mqtt://host") == "mqtt://host")
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import Gateway
+import Synchronization
+
+/// A unit-test transport that records what the controller publishes (integration tests use a real broker).
+final class RecordingTransport: MessageTransport {
+    struct Published: Sendable, Hashable {
+        var topic: String
+        var payload: String
+        var qos: Int
+        var retain: Bool
+        var correlationData: [UInt8]?
+    }
+
+    private let log = Mutex<[Published]>([])
+    private let subscribed = Mutex<[String]>([])
+
+    func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?) {
+        log.withLock { $0.append(Published(topic: topic, payload: payload, qos: qos, retain: retain, correlationData: correlationData)) }
+    }
+
+    func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool {
+        publish(topic, payload, qos: 1, retain: retain, correlationData: nil)
+        return true
+    }
+
+    func subscribe(_ filters: [String]) { subscribed.withLock { $0.append(contentsOf: filters) } }
+
+    var messages: [Published] { log.withLock { $0 } }
+    var subscriptions: [String] { subscribed.withLock { $0 } }
+    func clear() { log.withLock { $0.removeAll() } }
+
+    func last(_ topic: String) -> Published? { messages.last { $0.topic == topic } }
+
+    func json(_ topic: String) -> [String: Any]? {
+        guard let payload = last(topic)?.payload, let data = payload.data(using: .utf8) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    }
+
+    /// Polls until a message on `topic` satisfies `predicate` (commands run on their own task).
+    func wait(for topic: String, timeout: Duration = .seconds(2), where predicate: (Published) -> Bool = { _ in true }) async -> Published? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let hit = messages.last(where: { $0.topic == topic && predicate($0) }) { return hit }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return nil
+    }
+}
