@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the native libraries and the broker the gateway and its tests need (Debian 12).
+set -euo pipefail
+packages=(mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev pkg-config)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi
+if ! command -v swift >/dev/null 2>&1; then
+  for d in /opt/swift/usr/bin /usr/share/swift/usr/bin; do [ -x "$d/swift" ] && export PATH="$d:$PATH"; done
+fi
+command -v swift >/dev/null 2>&1 || { echo "Swift 6.x is required: install it from https://www.swift.org/install/linux/ and re-run." >&2; exit 1; }
+# The distro starts a broker on :1883 after install; quickstart uses it, tests start their own on free ports.

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what the tests need and runs them: unit tests plus integration tests against real
+# mosquitto brokers (started by the tests on free loopback ports), real SQLite files and simulators.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./deploy/install-deps.sh
+export PATH="/opt/swift/usr/bin:$PATH"
+swift build --build-tests
+swift test --skip-build "$@"
