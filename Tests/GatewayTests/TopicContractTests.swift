@@ -1,0 +1,49 @@
+import Foundation
+@testable import Gateway
+import GatewayModel
+import Testing
+
+/// Keeps `mqtt-topics.md` true: every topic the code uses and every state key with its unit is there.
+@Suite struct TopicContractTests {
+    static func contract() throws -> String {
+        var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while dir.path != "/" {
+            let candidate = dir.appendingPathComponent("mqtt-topics.md")
+            if FileManager.default.fileExists(atPath: candidate.path) { return try String(contentsOf: candidate, encoding: .utf8) }
+            dir.deleteLastPathComponent()
+        }
+        throw CocoaError(.fileNoSuchFile)
+    }
+
+    @Test func everyStateKeyIsDocumentedWithItsUnit() throws {
+        let doc = try Self.contract()
+        for spec in StateKeys.all {
+            let row = doc.split(separator: "\n").first { $0.hasPrefix("| `\(spec.name)` |") }
+            let line = try #require(row, "key \(spec.name) is not in mqtt-topics.md")
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            #expect(cells.count >= 4 && cells[2] == (spec.unit ?? "—"), "unit of \(spec.name): doc says \(cells.count > 2 ? cells[2] : "?")")
+            #expect(cells.count >= 5 && cells[4].hasPrefix(spec.writable ? "yes" : "no"), "settable flag of \(spec.name)")
+        }
+    }
+
+    @Test func everyTopicTemplateIsDocumented() throws {
+        let doc = try Self.contract()
+        let topics = Topics(base: "<base>")
+        let id = try #require(DeviceID(validating: "device_id"))
+        let used = [
+            topics.bridgeState, topics.bridgeInfo, topics.bridgeDevices, topics.bridgeEvent,
+            topics.bridgeRequest("<name>"), topics.bridgeResponse("<name>"),
+            topics.device(id), topics.availability(id), topics.set(id), topics.set(id, key: "<key>"), topics.get(id),
+            topics.energyHome, topics.environment(room: "<room>"),
+        ].map { $0.replacingOccurrences(of: "device_id", with: "<device_id>") }
+        for topic in used + ["homeassistant/status", "homeassistant/device/<base>_<device_id>/config"] {
+            #expect(doc.contains("`\(topic)`"), "\(topic) is not documented")
+        }
+        for request in GatewayController.requestNames {
+            #expect(doc.contains("| `\(request)` |"), "bridge request \(request) is not documented")
+        }
+        for code in GatewayError.Code.allCases {
+            #expect(doc.contains("`\(code.rawValue)`"), "error code \(code.rawValue) is not documented")
+        }
+    }
+}
