@@ -1,0 +1,276 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import GatewayModel
+
+/// How a request failed below HTTP. The HTTP client has its own error type; vendor code maps it here.
+public enum TransportFailure: Sendable, Hashable {
+    case timeout
+    case connectFailed
+    case dnsFailed
+    /// Handshake or certificate failure.
+    case tls
+    /// The certificate does not match the configured pin.
+    case pinMismatch
+    /// The body exceeded the configured maximum size.
+    case responseTooLarge
+    /// We cancelled the request (shutdown or caller went away).
+    case cancelled
+    /// Anything else, with a short description (sanitized before it reaches a message).
+    case other(String)
+}
+
+/// The single place that turns primitive failure facts (HTTP status, headers, body, transport failure,
+/// JSON decoding failure) into a `GatewayError` with the right retry and vendor-health flags.
+///
+/// Rules: timeouts, connection errors, 5xx and 429 count against the vendor and are retryable;
+/// 4xx caused by our request do not count and are not retried; 401/403 ask for one re-login;
+/// malformed answers count (the vendor is unhealthy) and `RetryPolicy` retries them only briefly.
+public struct ErrorClassifier: Sendable {
+    public struct Settings: Sendable, Hashable {
+        /// Longest `Retry-After` we honour; a vendor asking for more gets this.
+        public var retryAfterCap: Duration
+        /// Characters of the response body quoted in messages.
+        public var snippetLength: Int
+
+        public init(retryAfterCap: Duration = .seconds(600), snippetLength: Int = 160) {
+            self.retryAfterCap = retryAfterCap
+            self.snippetLength = snippetLength
+        }
+    }
+
+    /// The vendor instance id, used in messages.
+    public var vendor: String
+    public var settings: Settings
+
+    public init(vendor: String, settings: Settings = Settings()) {
+        self.vendor = vendor
+        self.settings = settings
+    }
+
+    // MARK: HTTP responses
+
+    /// Classifies an HTTP response; nil when it is a usable success.
+    /// - Parameters:
+    ///   - body: the body (only the first bytes are read).
+    ///   - expectsJSON: a 2xx HTML page (a captive portal or error page served with 200) is then malformed.
+    ///   - now: wall-clock time for `Retry-After` HTTP dates.
+    public func classify(
+        status: Int, headers: [String: String] = [:], body: some Sequence<UInt8>, expectsJSON: Bool = true,
+        now: Date = Date()
+    ) -> GatewayError? {
+        let head = Array(body.prefix(4096))
+        let retryAfter = retryAfter(headers: headers, now: now)
+        let snippet = Self.sanitizedSnippet(head, maxLength: settings.snippetLength)
+        let quoted = snippet.isEmpty ? "" : ": \(snippet)"
+
+        switch status {
+        case 200..<300:
+            guard expectsJSON, Self.looksLikeHTML(head) else { return nil }
+            return GatewayError(
+                .malformedResponse, message: "Vendor '\(vendor)' answered with an HTML page instead of JSON\(quoted).",
+                httpStatus: status
+            )
+        case 304:
+            return nil
+        case 300..<400:
+            return GatewayError(
+                .notFound,
+                message: "Vendor '\(vendor)' redirected the request (HTTP \(status)); the endpoint probably does not exist.",
+                httpStatus: status
+            )
+        case 401, 403:
+            return GatewayError(
+                .authFailed, message: "Vendor '\(vendor)' refused the credentials (HTTP \(status))\(quoted).",
+                httpStatus: status, requiresReauthentication: true
+            )
+        case 404:
+            return GatewayError(.notFound, message: "Vendor '\(vendor)' does not know this resource (HTTP 404)\(quoted).", httpStatus: status)
+        case 410:
+            return GatewayError(
+                .notFound, message: "Vendor '\(vendor)' says this API is gone (HTTP 410)\(quoted).",
+                suggestion: "The vendor retired this API; switch the vendor configuration to its current API.",
+                httpStatus: status
+            )
+        case 408:
+            return GatewayError(
+                .vendorTimeout, message: "Vendor '\(vendor)' timed out reading the request (HTTP 408).",
+                retryAfter: retryAfter, httpStatus: status
+            )
+        case 429:
+            let wait = retryAfter.map { "; it asked to wait \(GatewayError.readable($0))" } ?? ""
+            return GatewayError(
+                .rateLimited, message: "Vendor '\(vendor)' is rate limiting the gateway (HTTP 429)\(wait).",
+                retryAfter: retryAfter, httpStatus: status
+            )
+        case 400..<500:
+            return GatewayError(.badRequest, message: "Vendor '\(vendor)' rejected the request (HTTP \(status))\(quoted).", httpStatus: status)
+        case 504:
+            return GatewayError(
+                .vendorTimeout, message: "Vendor '\(vendor)' timed out behind its gateway (HTTP 504).",
+                retryAfter: retryAfter, httpStatus: status
+            )
+        case 500..<600:
+            return GatewayError(
+                .vendorServerError, message: "Vendor '\(vendor)' had a server error (HTTP \(status))\(quoted).",
+                retryAfter: retryAfter, httpStatus: status
+            )
+        default:
+            return GatewayError(
+                .malformedResponse, message: "Vendor '\(vendor)' answered with an invalid HTTP status \(status).",
+                httpStatus: status
+            )
+        }
+    }
+
+    /// Classifies a response whose body is not at hand.
+    public func classify(status: Int, headers: [String: String] = [:], now: Date = Date()) -> GatewayError? {
+        classify(status: status, headers: headers, body: EmptyCollection<UInt8>(), expectsJSON: false, now: now)
+    }
+
+    /// The capped `Retry-After` of a response, if it has a valid one.
+    public func retryAfter(headers: [String: String], now: Date = Date()) -> Duration? {
+        guard let value = headers.first(where: { $0.key.lowercased() == "retry-after" })?.value else { return nil }
+        return RetryAfter.parse(value, now: now, cap: settings.retryAfterCap)
+    }
+
+    // MARK: Transport and decoding
+
+    /// Classifies a failure below HTTP. `timeout` is the limit that was hit, for the message.
+    public func classify(_ failure: TransportFailure, timeout: Duration? = nil) -> GatewayError {
+        switch failure {
+        case .timeout:
+            return .vendorTimeout(vendor: vendor, after: timeout)
+        case .connectFailed:
+            return .vendorUnreachable(vendor: vendor, detail: "the connection was refused or could not be made")
+        case .dnsFailed:
+            return GatewayError(
+                .vendorUnreachable, message: "Cannot reach vendor '\(vendor)': its host name could not be resolved.",
+                suggestion: "Check the host name in the vendor configuration and the gateway's DNS settings."
+            )
+        case .tls:
+            return GatewayError(
+                .tlsError, message: "The secure connection to vendor '\(vendor)' failed (TLS handshake or certificate)."
+            )
+        case .pinMismatch:
+            return GatewayError(
+                .tlsPinMismatch, message: "Vendor '\(vendor)' presented a certificate that does not match the pinned one."
+            )
+        case .responseTooLarge:
+            return GatewayError(
+                .malformedResponse, message: "Vendor '\(vendor)' sent a response larger than the configured limit.",
+                retryable: false
+            )
+        case .cancelled:
+            return GatewayError(
+                .interrupted, message: "The request to vendor '\(vendor)' was cancelled before it finished; its outcome is unknown.",
+                retryable: false, countsAgainstVendor: false
+            )
+        case .other(let detail):
+            return .vendorUnreachable(vendor: vendor, detail: Self.sanitized(detail, maxLength: settings.snippetLength))
+        }
+    }
+
+    /// A 2xx body that could not be decoded. `context` names what was being read ("site overview").
+    public func classifyDecoding(_ error: any Error, context: String) -> GatewayError {
+        GatewayError(
+            .malformedResponse,
+            message: "Vendor '\(vendor)' sent a \(context) the gateway cannot read: \(Self.describeDecoding(error))."
+        )
+    }
+
+    /// A decodable answer with an unexpected shape or values (`detail` must not contain secrets).
+    public func unexpectedShape(_ detail: String, context: String) -> GatewayError {
+        GatewayError(
+            .malformedResponse,
+            message: "Vendor '\(vendor)' sent an unexpected \(context): \(Self.sanitized(detail, maxLength: settings.snippetLength))."
+        )
+    }
+
+    static func describeDecoding(_ error: any Error) -> String {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            codingPath.isEmpty ? "the top level" : codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+        }
+        guard let decoding = error as? DecodingError else { return "not valid JSON" }
+        switch decoding {
+        case .typeMismatch(let type, let context): return "expected \(type) at \(path(context.codingPath))"
+        case .valueNotFound(let type, let context): return "missing \(type) value at \(path(context.codingPath))"
+        case .keyNotFound(let key, let context): return "missing key '\(key.stringValue)' at \(path(context.codingPath))"
+        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not valid JSON" : "invalid value at \(path(context.codingPath))"
+        @unknown default: return "not valid JSON"
+        }
+    }
+
+    // MARK: Body inspection
+
+    /// True when the body starts (after whitespace and a BOM) like an HTML page or XML document.
+    public static func looksLikeHTML(_ body: some Sequence<UInt8>) -> Bool {
+        var bytes = Array(body.prefix(64))[...]
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+        bytes = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        // JSON never starts with '<'; a page may start with <!DOCTYPE, <html, <?xml or a bare <h1>.
+        return bytes.first == UInt8(ascii: "<")
+    }
+
+    /// A short, readable, secret-scrubbed excerpt of a body for messages: tags stripped, entities decoded,
+    /// whitespace collapsed, long token-like words and URL queries removed.
+    public static func sanitizedSnippet(_ body: some Sequence<UInt8>, maxLength: Int) -> String {
+        let text = String(decoding: Array(body.prefix(4096)), as: UTF8.self)
+        return sanitized(looksLikeHTML(text.utf8) ? stripTags(text) : text, maxLength: maxLength)
+    }
+
+    /// Collapses whitespace, removes control characters and anything that could be a credential.
+    public static func sanitized(_ text: String, maxLength: Int) -> String {
+        let words = text.split(whereSeparator: { $0.isWhitespace || $0.isNewline }).map { redact(String($0)) }
+        var out = words.joined(separator: " ").unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }
+            .reduce(into: "") { $0.unicodeScalars.append($1) }
+        if out.count > maxLength { out = String(out.prefix(maxLength)) + "…" }
+        return out
+    }
+
+    /// Tokens, keys and signed URLs are long unbroken runs of letters and digits; a URL's query may carry a key.
+    static func redact(_ word: String) -> String {
+        var word = word
+        if word.contains("://") || word.hasPrefix("/"), let query = word.firstIndex(of: "?") {
+            word = String(word[..<query]) + "?…"
+        }
+        for separator in ["=", ":"] where word.contains(separator) {
+            // key=VALUE or Bearer:VALUE: judge the value on its own.
+            let parts = word.split(separator: Character(separator), maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2, isTokenLike(String(parts[1])) { return parts[0] + separator + "[redacted]" }
+        }
+        return isTokenLike(word) ? "[redacted]" : word
+    }
+
+    static func isTokenLike(_ word: String) -> Bool {
+        var run = 0
+        var hasDigit = false
+        var hasLetter = false
+        for scalar in word.unicodeScalars {
+            switch scalar {
+            case "0"..."9": run += 1; hasDigit = true
+            case "a"..."z", "A"..."Z": run += 1; hasLetter = true
+            case "-", "_", ".", "+", "/": run += 1
+            default: run = 0
+            }
+            if run >= 24, hasDigit, hasLetter { return true }
+        }
+        return false
+    }
+
+    static func stripTags(_ html: String) -> String {
+        var out = ""
+        var inTag = false
+        for character in html {
+            if character == "<" { inTag = true; out.append(" ") }
+            else if character == ">" { inTag = false }
+            else if !inTag { out.append(character) }
+        }
+        // &amp; last, so "&amp;lt;" stays the text "&lt;".
+        let entities = [("&#39;", "'"), ("&quot;", "\""), ("&lt;", "<"), ("&gt;", ">"), ("&nbsp;", " "), ("&ndash;", "–"), ("&amp;", "&")]
+        for (entity, replacement) in entities { out = out.replacing(entity, with: replacement) }
+        return out
+    }
+}
