@@ -1,0 +1,43 @@
+/// A misbehaviour the simulator can show instead of (or before) a normal answer.
+public enum SimulatorFault: Sendable, Hashable {
+    /// A 5xx JSON answer; successive hits cycle through 500, 502 and 503.
+    case serverError
+    /// 429 with `Retry-After: <seconds>`.
+    case rateLimit(retryAfterSeconds: Int)
+    /// Answers normally, but only after `delay` (use one longer than the client timeout).
+    case slow(delay: Duration)
+    /// Runs the route, then sends 200 with the JSON body cut in half.
+    case malformedJSON
+    /// A 502 HTML page like nginx's, `Content-Type: text/html`.
+    case htmlError
+    /// Authenticated routes answer 401 `{"detail":"Invalid token"}` even for a valid token.
+    case expiredToken
+}
+
+/// Which requests a fault applies to.
+public struct FaultMatch: Sendable, Hashable {
+    /// Requests whose path starts with this prefix.
+    public var pathPrefix: String
+    /// Only this method (e.g. "PUT") when set.
+    public var method: String?
+
+    /// Creates a matcher.
+    public init(pathPrefix: String = "/api/", method: String? = nil) {
+        self.pathPrefix = pathPrefix
+        self.method = method
+    }
+
+    /// Every `/api/...` request (the default).
+    public static let api = FaultMatch()
+
+    func matches(method: String, path: String) -> Bool {
+        path.hasPrefix(pathPrefix) && (self.method.map { $0.uppercased() == method.uppercased() } ?? true)
+    }
+}
+
+/// An injected fault with how many more requests it applies to (`nil`: until cleared).
+struct FaultRule: Sendable {
+    var fault: SimulatorFault
+    var remaining: Int?
+    var match: FaultMatch
+}
