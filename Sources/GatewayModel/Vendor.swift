@@ -12,6 +12,9 @@ public enum VendorEvent: Sendable {
     case state(DeviceID, [String: StateValue], observedAt: Date)
     /// The vendor can (or can no longer) reach one device.
     case availability(DeviceID, online: Bool)
+    /// The vendor's health changed (breaker, last error, quota). The gateway publishes it and
+    /// sets the availability of the vendor's devices from it.
+    case health(VendorHealth)
 }
 
 /// Where an adapter sends its events. Backed by an `AsyncStream` the controller drains.

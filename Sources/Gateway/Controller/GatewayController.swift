@@ -19,6 +19,7 @@ public actor GatewayController {
 
     var vendors: [String: any Vendor] = [:]
     var vendorTypes: [String: String] = [:]
+    var vendorHealth: [String: VendorHealth] = [:]
     var devices: [DeviceID: Device] = [:]
     var states: [DeviceID: DeviceState] = [:]
     var availability: [DeviceID: Bool] = [:]
@@ -87,6 +88,7 @@ public actor GatewayController {
             transport.publish(bridge.topic, bridge.payload, qos: 1, retain: true)
             for id in devices.keys.sorted() { publishDiscovery(id, force: true) }
         }
+        for health in vendorHealth.values.sorted(by: { $0.vendorID < $1.vendorID }) { publishVendorHealth(health) }
         republishAllStates()
         publishAggregates()
         logger.info("connected to the broker; published \(devices.count) devices")
@@ -135,6 +137,8 @@ public actor GatewayController {
             guard devices[id] != nil, availability[id] != online else { return }
             availability[id] = online
             publishAvailability(id)
+        case .health(let health):
+            applyHealth(health)
         }
     }
 
@@ -152,7 +156,7 @@ public actor GatewayController {
             devices[device.id] = device
             changed = true
             if previous == nil {
-                availability[device.id] = availability[device.id] ?? true
+                availability[device.id] = vendorHealth[vendorID].map { $0.state != .down } ?? true
                 publishEvent("device_added", ["id": .string(device.id.rawValue), "name": .string(device.name), "vendor": .string(vendorID)])
                 publishAvailability(device.id)
             }
