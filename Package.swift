@@ -79,7 +79,8 @@ let package = Package(
         .target(name: "GatewayTesting", dependencies: ["MQTT", "GatewayModel"], swiftSettings: strict),
         .executableTarget(
             name: "Bench",
-            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting"],
+            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "Vendors", "GatewayModel", "CMosquitto",
+                           .product(name: "Logging", package: "swift-log")],
             path: "Sources/Bench",
             swiftSettings: strict
         ),
