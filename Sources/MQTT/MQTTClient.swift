@@ -135,12 +135,6 @@ public final class MQTTClient: Sendable {
         if let error = core.unsubscribe(filters) { throw error }
     }
 
-    /// Test hook (`@testable import MQTT`): closes the TCP socket without DISCONNECT, as if the network
-    /// vanished, so the broker publishes the will and the client reconnects.
-    func dropConnectionForTesting() {
-        core.dropConnection()
-    }
-
     /// Disconnects cleanly (no will), stops the network thread, frees libmosquitto and finishes the streams.
     /// Idempotent; waits at most `disconnectTimeout` + 2 s (a thread stuck in a blocking connect cleans up later).
     public func shutdown() async {
@@ -312,14 +306,6 @@ final class ClientCore: Sendable {
             return Array(finish.waiters.values)
         }
         for waiter in waiters { waiter.resume() }
-    }
-
-    func dropConnection() {
-        state.withLock { state in
-            guard let handle = state.handle else { return }
-            let socket = mosquitto_socket(handle.pointer)
-            if socket >= 0 { _ = Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
-        }
     }
 
     // MARK: network thread

@@ -1,5 +1,5 @@
 import GatewayTesting
-@testable import MQTT
+import MQTT
 import Synchronization
 import Testing
 
@@ -8,8 +8,8 @@ private let fastReconnect = MQTTReconnectPolicy(minDelay: .milliseconds(50), max
 
 @Suite("MQTT will, reconnect, back-pressure", .timeLimit(.minutes(1)))
 struct MQTTReliabilityTests {
-    private func willClient(_ broker: MosquittoBroker, willTopic: String) async throws -> TestMQTTClient {
-        try await TestMQTTClient.connect(to: broker.url) { configuration in
+    private func willClient(_ url: String, willTopic: String) async throws -> TestMQTTClient {
+        try await TestMQTTClient.connect(to: url) { configuration in
             configuration.will = MQTTWill(topic: willTopic, payload: "{\"state\":\"offline\"}", qos: .atLeastOnce, retain: true)
             configuration.reconnect = fastReconnect
         }
@@ -19,7 +19,7 @@ struct MQTTReliabilityTests {
         let broker = try await MosquittoBroker.started()
         let observer = try await TestMQTTClient.connect(to: broker.url)
         try await observer.subscribe("gw/bridge/state")
-        let gateway = try await willClient(broker, willTopic: "gw/bridge/state")
+        let gateway = try await willClient(broker.url, willTopic: "gw/bridge/state")
         try await gateway.publish("gw/bridge/state", "{\"state\":\"online\"}", retain: true)
         try await observer.waitForMessage(topic: "gw/bridge/state") { $0.payloadString.contains("online") }
 
@@ -37,9 +37,10 @@ struct MQTTReliabilityTests {
         let broker = try await MosquittoBroker.started()
         let observer = try await TestMQTTClient.connect(to: broker.url)
         try await observer.subscribe("gw2/bridge/state")
-        let gateway = try await willClient(broker, willTopic: "gw2/bridge/state")
+        let proxy = try TCPProxy(upstreamPort: broker.port)
+        let gateway = try await willClient(proxy.url, willTopic: "gw2/bridge/state")
 
-        gateway.client.dropConnectionForTesting()
+        proxy.dropConnections()
 
         let will = try await observer.waitForMessage(topic: "gw2/bridge/state")
         #expect(will.payloadString == "{\"state\":\"offline\"}")
