@@ -57,3 +57,42 @@ struct MQTTTLSTests {
         await untrusted.shutdown()
     }
 }
+
+@Suite("MQTT authentication", .timeLimit(.minutes(1)))
+struct MQTTAuthenticationTests {
+    @Test func passwordLoginWorksAndRefusalIsReportedWithoutThePassword() async throws {
+        let files = try TemporaryDirectory(prefix: "lbs-auth")
+        let passwd = try ProcessRunner(executable: "mosquitto_passwd",
+                                       arguments: ["-c", "-b", files.file("passwd"), "gateway", "c0rrect-h0rse"],
+                                       outputDirectory: files.path)
+        #expect(await passwd.waitForExit(timeout: .seconds(10)) == .exited(0))
+        let broker = try await MosquittoBroker.started(extraConfiguration: """
+            allow_anonymous false
+            password_file \(files.file("passwd"))
+            """)
+
+        let good = try await TestMQTTClient.connect(to: broker.url) { configuration in
+            configuration.username = "gateway"
+            configuration.password = "c0rrect-h0rse"
+        }
+        #expect(good.client.isConnected)
+        #expect(!String(describing: good.client.configuration).contains("c0rrect-h0rse"))
+        await good.shutdown()
+
+        var configuration = try MQTTConfiguration(url: broker.url, clientID: TestMQTTClient.uniqueClientID())
+        configuration.username = "gateway"
+        configuration.password = "wr0ng-pa55word"
+        let refused = try MQTTClient(configuration: configuration)
+        refused.start()
+        var events = refused.connectionEvents.makeAsyncIterator()
+        let first = await events.next()
+        guard case .connectFailed(let error, _) = first else {
+            Issue.record("expected connectFailed, got \(String(describing: first))")
+            return
+        }
+        #expect(error.kind == .rejected)
+        #expect(error.code == 0x86 || error.code == 0x87)  // bad user name or password / not authorized
+        #expect(!error.description.contains("wr0ng-pa55word"))
+        await refused.shutdown()
+    }
+}
