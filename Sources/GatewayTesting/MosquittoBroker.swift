@@ -34,9 +34,9 @@ public final class MosquittoBroker: Sendable {
     }
 
     deinit {
-        if let process = state.withLock({ $0.process }) {
-            process.kill()
-        }
+        // Releasing the runner SIGKILLs and reaps the broker before its directory is removed.
+        state.withLock { $0.process = nil }
+        directory.remove()
     }
 
     /// The loopback port the broker listens on.
