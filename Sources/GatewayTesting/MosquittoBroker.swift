@@ -34,9 +34,9 @@ public final class MosquittoBroker: Sendable {
     }
 
     deinit {
-        if let process = state.withLock({ $0.process }) {
-            process.kill()
-        }
+        // Releasing the runner SIGKILLs and reaps the broker before its directory is removed.
+        state.withLock { $0.process = nil }
+        directory.remove()
     }
 
     /// The loopback port the broker listens on.
@@ -107,7 +107,10 @@ public final class MosquittoBroker: Sendable {
     }
 
     private func writeConfiguration(port: Int) throws {
+        // `user root`: when tests run as root, keep root so the broker can read files in 0700 temp dirs
+        // (certificates, password files); ignored when not running as root.
         let text = """
+            user root
             listener \(port) 127.0.0.1
             allow_anonymous true
             persistence false

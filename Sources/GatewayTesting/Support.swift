@@ -60,7 +60,7 @@ public func loopbackPortAcceptsConnections(_ port: Int) -> Bool {
     return connected == 0
 }
 
-private func loopbackAddress(port: Int) -> sockaddr_in {
+func loopbackAddress(port: Int) -> sockaddr_in {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = UInt16(truncatingIfNeeded: port).bigEndian

@@ -1,0 +1,143 @@
+import GatewayTesting
+import MQTT
+import Synchronization
+import Testing
+
+/// Fast reconnects so broker restarts are noticed within tests' deadlines.
+private let fastReconnect = MQTTReconnectPolicy(minDelay: .milliseconds(50), maxDelay: .milliseconds(300))
+
+@Suite("MQTT will, reconnect, back-pressure", .timeLimit(.minutes(1)))
+struct MQTTReliabilityTests {
+    private func willClient(_ url: String, willTopic: String) async throws -> TestMQTTClient {
+        try await TestMQTTClient.connect(to: url) { configuration in
+            configuration.will = MQTTWill(topic: willTopic, payload: "{\"state\":\"offline\"}", qos: .atLeastOnce, retain: true)
+            configuration.reconnect = fastReconnect
+        }
+    }
+
+    @Test func cleanShutdownDoesNotPublishTheWill() async throws {
+        let broker = try await MosquittoBroker.started()
+        let observer = try await TestMQTTClient.connect(to: broker.url)
+        try await observer.subscribe("gw/bridge/state")
+        let gateway = try await willClient(broker.url, willTopic: "gw/bridge/state")
+        try await gateway.publish("gw/bridge/state", "{\"state\":\"online\"}", retain: true)
+        try await observer.waitForMessage(topic: "gw/bridge/state") { $0.payloadString.contains("online") }
+
+        await gateway.shutdown()
+        #expect(!gateway.client.isConnected)
+
+        // The snapshot client's SUBSCRIBE is handled after the gateway's DISCONNECT, so a will would show here.
+        let snapshot = try await TestMQTTClient.retainedSnapshot(url: broker.url, filter: "gw/bridge/state")
+        #expect(snapshot["gw/bridge/state"]?.payloadString == "{\"state\":\"online\"}")
+        #expect(!observer.messages(on: "gw/bridge/state").contains { $0.payloadString.contains("offline") })
+        await observer.shutdown()
+    }
+
+    @Test func willIsPublishedWhenTheConnectionVanishesAndTheClientReconnects() async throws {
+        let broker = try await MosquittoBroker.started()
+        let observer = try await TestMQTTClient.connect(to: broker.url)
+        try await observer.subscribe("gw2/bridge/state")
+        let proxy = try TCPProxy(upstreamPort: broker.port)
+        let gateway = try await willClient(proxy.url, willTopic: "gw2/bridge/state")
+
+        proxy.dropConnections()
+
+        let will = try await observer.waitForMessage(topic: "gw2/bridge/state")
+        #expect(will.payloadString == "{\"state\":\"offline\"}")
+        #expect(will.qos == .atLeastOnce)
+        try await gateway.waitForConnects(2)
+        #expect(gateway.connectionEvents.contains { if case .disconnected = $0 { true } else { false } })
+        try await gateway.publish("gw2/bridge/state", "{\"state\":\"online\"}", retain: true)
+        try await observer.waitForMessage(topic: "gw2/bridge/state") { $0.payloadString.contains("online") }
+        await gateway.shutdown()
+        await observer.shutdown()
+    }
+
+    @Test func reconnectsAfterTheBrokerIsKilledAndRestartedOnTheSamePort() async throws {
+        let broker = try await MosquittoBroker.started()
+        let port = broker.port
+        let client = try await TestMQTTClient.connect(to: broker.url) { $0.reconnect = fastReconnect }
+
+        await broker.kill()
+        try await waitUntil("disconnect noticed") { !client.client.isConnected }
+        #expect(client.client.publish("x/qos0", "lost", qos: .atMostOnce) == .droppedNotConnected)
+        #expect(client.client.publish("x/qos1", "kept", qos: .atLeastOnce) == .queued)
+        #expect(throws: MQTTError.self) { try client.client.subscribe(["x/#"]) }
+
+        try await broker.start()
+        #expect(broker.port == port)
+        try await client.waitForConnects(2, timeout: .seconds(10))
+        #expect(client.client.isConnected)
+        try await client.subscribe("x/after")
+        try await client.publish("x/after", "works again", qos: .atLeastOnce)
+        #expect(try await client.waitForMessage(topic: "x/after").payloadString == "works again")
+        await client.shutdown()
+    }
+
+    @Test func queuedQoS1PublishIsAcknowledgedAfterReconnect() async throws {
+        let broker = try await MosquittoBroker.started()
+        let client = try await TestMQTTClient.connect(to: broker.url) { $0.reconnect = fastReconnect }
+        await broker.kill()
+        try await waitUntil("disconnect noticed") { !client.client.isConnected }
+
+        async let acknowledged: Void = client.client.publishAndWait("q/state", "queued", qos: .atLeastOnce,
+                                                                    timeout: .seconds(20))
+        try await broker.start()
+        try await acknowledged
+        await client.shutdown()
+    }
+
+    @Test func connectsOnceTheBrokerComesUpLater() async throws {
+        let broker = try MosquittoBroker()
+        var configuration = try MQTTConfiguration(url: broker.url, clientID: TestMQTTClient.uniqueClientID())
+        configuration.reconnect = fastReconnect
+        let client = try MQTTClient(configuration: configuration)
+        client.start()
+
+        var events = client.connectionEvents.makeAsyncIterator()
+        let first = await events.next()
+        guard case .connectFailed(let error, let retryIn) = first else {
+            Issue.record("expected connectFailed first, got \(String(describing: first))")
+            return
+        }
+        #expect(error.kind == .library)
+        #expect(retryIn >= fastReconnect.minDelay && retryIn <= fastReconnect.maxDelay)
+
+        try await broker.start()
+        while let event = await events.next() {
+            if event == .connected { break }
+        }
+        #expect(client.isConnected)
+        await client.shutdown()
+        #expect(await events.next() == .disconnected(MQTTError(kind: .library, message: "disconnected cleanly")))
+        #expect(await events.next() == nil)
+    }
+
+    @Test func boundedInboundBufferDropsAndCountsWhenTheConsumerIsSlow() async throws {
+        let broker = try await MosquittoBroker.started()
+        var configuration = try MQTTConfiguration(url: broker.url, clientID: TestMQTTClient.uniqueClientID("slow"))
+        configuration.inboundBufferSize = 10
+        let slow = try MQTTClient(configuration: configuration)
+        slow.start()
+        for await event in slow.connectionEvents where event == .connected { break }
+        try await slow.subscribeAndWait(["flood/#"], qos: .atLeastOnce)
+
+        let publisher = try await TestMQTTClient.connect(to: broker.url)
+        let total = 200
+        for index in 0..<total {
+            #expect(publisher.client.publish("flood/\(index)", "\(index)", qos: .atLeastOnce).isAccepted)
+        }
+        try await waitUntil("drops counted: \(slow.droppedInboundMessages)", timeout: .seconds(10)) {
+            slow.droppedInboundMessages == total - 10
+        }
+
+        var kept: [String] = []
+        for await message in slow.messages {
+            kept.append(message.payloadString)
+            if kept.count == 10 { break }
+        }
+        #expect(kept == (0..<10).map(String.init))
+        await publisher.shutdown()
+        await slow.shutdown()
+    }
+}
