@@ -29,6 +29,7 @@ final class DeliveryCounter: Sendable {
             }
         }
         client.start()
+        try await waitUntil("subscriber connected", timeout: .seconds(10)) { client.isConnected }
         try await client.subscribeAndWait([filter], qos: .atMostOnce, timeout: .seconds(5))
     }
 
@@ -160,6 +161,7 @@ enum GatewayBench {
         let messages = client.messages
         let forward = Task { for await message in messages { continuation.yield(message.payload) } }
         client.start()
+        try await waitUntil("latency client connected", timeout: .seconds(10)) { client.isConnected }
         try await client.subscribeAndWait(["lbs/device/demo_light"], qos: .atMostOnce, timeout: .seconds(5))
         var iterator = seen.makeAsyncIterator()
         // Skip the retained snapshot.

@@ -80,9 +80,7 @@ extension GatewayController {
 
     func applyConfirmed(_ confirmed: [String: StateValue], to id: DeviceID) {
         guard devices[id] != nil, !confirmed.isEmpty else { return }
-        var state = states[id] ?? DeviceState()
-        state.merge(confirmed, observedAt: now())
-        states[id] = state
+        states[id, default: DeviceState()].merge(confirmed, observedAt: now())
         publishState(id)
         markAggregatesDirty(for: id, values: confirmed)
         if persistence != nil {

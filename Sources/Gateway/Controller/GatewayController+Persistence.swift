@@ -13,11 +13,11 @@ extension GatewayController {
         let configured = Set(config.vendors.map(\.id))
         for device in snapshot.devices {
             guard configured.contains(device.vendorID) else {
-                devices[device.id] = device
+                store(device)
                 removeDevice(device)
                 continue
             }
-            devices[device.id] = device
+            store(device)
             availability[device.id] = true
             if var state = snapshot.states[device.id] {
                 state.stale = true

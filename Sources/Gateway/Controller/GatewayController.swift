@@ -32,6 +32,11 @@ public actor GatewayController {
     var energyDirty = false
     var haRepublishPending = false
     var counters = Counters()
+    /// Per-device strings used on every update, computed once.
+    var stateTopics: [DeviceID: String] = [:]
+    var roomSlugs: [DeviceID: String] = [:]
+    /// A tick of a polling vendor stamps many devices with one time: format it once.
+    var lastSeenCache: (Date, String)?
     var pendingWrites = WriteBatch()
     var dirtyStates: Set<DeviceID> = []
     var persistPending = false
@@ -134,9 +139,8 @@ public actor GatewayController {
                 logger.debug("state for unknown device \(id) ignored")
                 return
             }
-            var state = states[id] ?? DeviceState()
-            state.merge(values, observedAt: observedAt)
-            states[id] = state
+            // Merged in place: copying the state out and back would copy its dictionary on every update.
+            states[id, default: DeviceState()].merge(values, observedAt: observedAt)
             if availability[id] != true, vendorHealth[devices[id]?.vendorID ?? ""]?.state != .down {
                 availability[id] = true
                 publishAvailability(id)
@@ -168,7 +172,7 @@ public actor GatewayController {
         for device in list {
             let previous = devices[device.id]
             guard previous != device else { continue }
-            devices[device.id] = device
+            store(device)
             changed = true
             if persistence != nil, let stored = Persistence.storedDevice(device, now: now()) {
                 pendingWrites.upserts.append(stored)
@@ -187,6 +191,8 @@ public actor GatewayController {
     func removeDevice(_ device: Device) {
         let id = device.id
         devices[id] = nil
+        stateTopics[id] = nil
+        roomSlugs[id] = nil
         states[id] = nil
         availability[id] = nil
         commandLanes.removeValue(forKey: id)?.finish()
@@ -211,8 +217,26 @@ public actor GatewayController {
 
     func publishState(_ id: DeviceID) {
         guard let device = devices[id], let state = states[id] else { return }
-        transport.publish(topics.device(id), StateSnapshot.render(device: device, state: state), qos: 0, retain: config.mqtt.retainState)
+        var lastSeenText: String?
+        if let lastSeen = state.lastSeen {
+            if let cached = lastSeenCache, cached.0 == lastSeen {
+                lastSeenText = cached.1
+            } else {
+                let text = ISOTime.format(lastSeen)
+                lastSeenCache = (lastSeen, text)
+                lastSeenText = text
+            }
+        }
+        let topic = stateTopics[id] ?? topics.device(id)
+        transport.publish(topic, StateSnapshot.render(device: device, state: state, lastSeenText: lastSeenText), qos: 0, retain: config.mqtt.retainState)
         counters.statesPublished += 1
+    }
+
+    /// Registers a device's description and its precomputed strings.
+    func store(_ device: Device) {
+        devices[device.id] = device
+        stateTopics[device.id] = topics.device(device.id)
+        roomSlugs[device.id] = device.roomSlug
     }
 
     func publishAvailability(_ id: DeviceID) {
@@ -301,9 +325,10 @@ public actor GatewayController {
     // MARK: - Home-level views
 
     func markAggregatesDirty(for id: DeviceID, values: [String: StateValue]) {
-        guard let device = devices[id] else { return }
-        if values.keys.contains(where: HomeViews.energyKeys.contains) { energyDirty = true }
-        if let room = device.roomSlug, values.keys.contains(where: HomeViews.environmentKeys.contains) { dirtyRooms.insert(room) }
+        if !energyDirty, values.keys.contains(where: HomeViews.energyKeys.contains) { energyDirty = true }
+        if let room = roomSlugs[id], !dirtyRooms.contains(room), values.keys.contains(where: HomeViews.environmentKeys.contains) {
+            dirtyRooms.insert(room)
+        }
         if energyDirty || !dirtyRooms.isEmpty { scheduleAggregates() }
     }
 

@@ -4,17 +4,32 @@ import GatewayModel
 /// The retained `<base>/device/<id>` payload: every known reading with its fixed unit,
 /// `last_seen` (when the vendor observed it, ISO 8601 UTC) and `stale` while it comes from the cache.
 enum StateSnapshot {
-    static func render(device: Device, state: DeviceState) -> String {
-        var values = state.values
-        if let lastSeen = state.lastSeen { values["last_seen"] = .string(ISOTime.format(lastSeen)) }
-        if state.stale { values["stale"] = .bool(true) }
+    /// Written straight into one string (no intermediate dictionary): this runs for every update.
+    static func render(device: Device, state: DeviceState, lastSeenText: String?) -> String {
+        var extra: [(String, StateValue)] = []
+        if let lastSeenText { extra.append(("last_seen", .string(lastSeenText))) }
+        if state.stale { extra.append(("stale", .bool(true))) }
         // Home Assistant's JSON light reads `color_temp` (Kelvin with `color_temp_kelvin: true`)
         // and `color_mode`; they mirror `color_temp_kelvin` and are documented as such.
-        if device.type == .light, let kelvin = values["color_temp_kelvin"] {
-            values["color_temp"] = kelvin
-            values["color_mode"] = .string("color_temp")
+        if device.type == .light, let kelvin = state.values["color_temp_kelvin"] {
+            extra.append(("color_temp", kelvin))
+            extra.append(("color_mode", .string("color_temp")))
         }
-        return JSONText.object(values)
+        var keys = Array(state.values.keys)
+        for (key, _) in extra where state.values[key] == nil { keys.append(key) }
+        keys.sort()
+        var out = "{"
+        out.reserveCapacity(32 + keys.count * 24)
+        for (index, key) in keys.enumerated() {
+            guard let value = extra.first(where: { $0.0 == key })?.1 ?? state.values[key] else { continue }
+            if index > 0 { out += "," }
+            out += "\""
+            out += key
+            out += "\":"
+            out += JSONText.value(value)
+        }
+        out += "}"
+        return out
     }
 }
 

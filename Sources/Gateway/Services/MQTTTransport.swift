@@ -10,8 +10,8 @@ public struct MQTTTransport: MessageTransport {
     }
 
     public func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?) {
-        let properties = MQTTPublishProperties(correlationData: correlationData)
-        client.publish(topic, Array(payload.utf8), qos: qos == 0 ? .atMostOnce : .atLeastOnce, retain: retain, properties: properties)
+        client.publish(topic, payload, qos: qos == 0 ? .atMostOnce : .atLeastOnce, retain: retain,
+                       properties: MQTTPublishProperties(correlationData: correlationData))
     }
 
     public func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool {
