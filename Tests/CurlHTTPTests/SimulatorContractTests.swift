@@ -145,4 +145,23 @@ struct SimulatorContractTests {
             #expect(counters["faults_served"] as? Int == 2)
         }
     }
+
+    @Test func downFaultOverAdminRouteStopsAndRestartsOnTheSamePort() async throws {
+        try await withSimulator { fixture in
+            let base = await fixture.simulator.baseURL
+            let port = await fixture.simulator.port
+            let accepted = try await fixture.client.send(HTTPClientRequest(
+                method: .post, url: "\(base)/_sim/faults", body: Data(#"{"fault":"down","seconds":1}"#.utf8)
+            ))
+            #expect(accepted.status == 200)
+            let wentDown = await waitUntil { await !fixture.simulator.isRunning }
+            #expect(wentDown)
+            await expectHTTPError(.connectFailed) { try await fixture.client.send(HTTPClientRequest(url: "\(base)/health")) }
+            let cameBack = await waitUntil {
+                (try? await fixture.client.send(HTTPClientRequest(url: "\(base)/health")).status) == 200
+            }
+            #expect(cameBack)
+            #expect(await fixture.simulator.port == port)
+        }
+    }
 }
