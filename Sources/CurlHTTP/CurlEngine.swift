@@ -120,7 +120,9 @@ final class CurlEngine: Sendable {
             }
 
             for transfer in cancelled {
-                guard active.removeValue(forKey: transfer.easy) != nil else { continue }
+                // Identity check: a finished transfer's handle address could belong to a newer one.
+                guard let current = active[transfer.easy], current === transfer else { continue }
+                active[transfer.easy] = nil
                 curl_multi_remove_handle(multi, transfer.easy)
                 transfer.fail(Self.cancelledError(stopping: false))
             }

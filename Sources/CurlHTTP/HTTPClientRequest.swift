@@ -96,11 +96,12 @@ public struct HTTPClientResponse: Sendable {
     }
 }
 
-/// Strips ASCII spaces, tabs and line breaks from both ends.
+/// Strips ASCII spaces, tabs and line breaks from both ends (bytewise: "\r\n" is one Character).
 func trimmedWhitespace(_ text: some StringProtocol) -> String {
-    let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
-    guard let first = text.firstIndex(where: { !isSpace($0) }),
-          let last = text.lastIndex(where: { !isSpace($0) })
+    let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+    let bytes = Array(text.utf8)
+    guard let first = bytes.firstIndex(where: { !isSpace($0) }),
+          let last = bytes.lastIndex(where: { !isSpace($0) })
     else { return "" }
-    return String(text[first...last])
+    return String(decoding: bytes[first...last], as: UTF8.self)
 }

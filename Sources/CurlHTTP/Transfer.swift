@@ -72,7 +72,11 @@ final class Transfer: @unchecked Sendable {
         try transfer.applyMethodAndBody(request)
         try transfer.applyHeaders(request)
         try transfer.applyTLS(request.tls)
-        try transfer.set(CURLOPT_MAXFILESIZE_LARGE, offset: curl_off_t(request.maxResponseBytes))
+        if request.maxResponseBytes > 0 {
+            // Rejects an announced Content-Length early; 0 would mean "unlimited" to curl, so it is left unset
+            // and the write callback enforces the limit.
+            try transfer.set(CURLOPT_MAXFILESIZE_LARGE, offset: curl_off_t(request.maxResponseBytes))
+        }
         if request.acceptsCompressedResponse {
             // "" lets curl offer every encoding it was built with and decode transparently.
             try transfer.set(CURLOPT_ACCEPT_ENCODING, string: "")
