@@ -64,6 +64,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -78,7 +79,8 @@ let package = Package(
         .target(name: "GatewayTesting", dependencies: ["MQTT", "GatewayModel"], swiftSettings: strict),
         .executableTarget(
             name: "Bench",
-            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting"],
+            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "Vendors", "GatewayModel", "CMosquitto",
+                           .product(name: "Logging", package: "swift-log")],
             path: "Sources/Bench",
             swiftSettings: strict
         ),

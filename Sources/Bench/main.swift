@@ -1,1 +1,28 @@
-print("lbs-bench: not built yet")
+import Foundation
+import GatewayTesting
+
+// lbs-bench: benchmark programs whose numbers go into the README.
+//   swift build -c release && .build/release/lbs-bench [gateway|cache|all]
+// Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
+
+let mode = CommandLine.arguments.dropFirst().first ?? "all"
+
+func line(_ name: String, _ value: String) { print("\(name): \(value)") }
+
+if mode == "gateway" || mode == "all" {
+    let broker = try await MosquittoBroker.started()
+    let extra = 1000
+    let rounds = 50
+    let (gateway, devices) = try await GatewayBench.gatewayPublishing(broker: broker, extraDevices: extra, rounds: rounds)
+    let plain = try await GatewayBench.plainLoop(broker: broker, devices: devices, rounds: rounds, payloadBytes: 110)
+    line("devices", "\(devices)")
+    line("gateway_state_publish_rate", String(format: "%.0f msg/s (%d of %d delivered in %.2f s)", gateway.rate, gateway.delivered, gateway.messages, gateway.seconds))
+    line("plain_libmosquitto_rate", String(format: "%.0f msg/s (%d of %d delivered in %.2f s)", plain.rate, plain.delivered, plain.messages, plain.seconds))
+    line("throughput_ratio", String(format: "%.2f (target >= 0.8)", gateway.rate / plain.rate))
+    let samples = try await GatewayBench.setLatency(broker: broker, extraDevices: extra, iterations: 2000)
+    line("set_to_state_p50", String(format: "%.3f ms", GatewayBench.percentile(samples, 0.5)))
+    line("set_to_state_p99", String(format: "%.3f ms (target < 5 ms)", GatewayBench.percentile(samples, 0.99)))
+    let memory = try await GatewayBench.residentMemory(broker: broker, extraDevices: extra, settle: .seconds(10))
+    line("rss_with_1000_devices", String(format: "%.1f MB (peak %.1f MB, target < 30 MB)", Double(memory.rssKB) / 1024, Double(memory.peakKB) / 1024))
+    await broker.stop()
+}

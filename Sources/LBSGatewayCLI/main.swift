@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 @main
 struct LBSGateway: AsyncParsableCommand {
@@ -46,9 +47,15 @@ extension LBSGateway {
                 return handler
             }
             let logger = Logger(label: "lbs-gateway")
-            let service = GatewayService(config: config, logger: logger)
+            let services: [any Service]
+            do {
+                services = try GatewayService.services(config: config, logger: logger)
+            } catch {
+                FileHandle.standardError.write(Data("lbs-gateway: cannot open storage.path: \(error)\n".utf8))
+                throw ExitCode(74)
+            }
             let group = ServiceGroup(configuration: .init(
-                services: [.init(service: service)],
+                services: services.map { .init(service: $0) },
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             ))

@@ -230,34 +230,36 @@ public struct ErrorClassifier: Sendable {
         return out
     }
 
-    /// Tokens, keys and signed URLs are long unbroken runs of letters and digits; a URL's query may carry a key.
+    /// Tokens and keys are long unbroken runs of letters and digits (JWT segments, API keys, base64);
+    /// a URL's query may carry a key. Both are cut out; the rest of the word stays readable.
     static func redact(_ word: String) -> String {
         var word = word
         if word.contains("://") || word.hasPrefix("/"), let query = word.firstIndex(of: "?") {
             word = String(word[..<query]) + "?…"
         }
-        for separator in ["=", ":"] where word.contains(separator) {
-            // key=VALUE or Bearer:VALUE: judge the value on its own.
-            let parts = word.split(separator: Character(separator), maxSplits: 1, omittingEmptySubsequences: false)
-            if parts.count == 2, isTokenLike(String(parts[1])) { return parts[0] + separator + "[redacted]" }
+        var out = ""
+        var run = ""
+        func flush() {
+            out += isTokenLike(run) ? "[redacted]" : run
+            run = ""
         }
-        return isTokenLike(word) ? "[redacted]" : word
-    }
-
-    static func isTokenLike(_ word: String) -> Bool {
-        var run = 0
-        var hasDigit = false
-        var hasLetter = false
         for scalar in word.unicodeScalars {
             switch scalar {
-            case "0"..."9": run += 1; hasDigit = true
-            case "a"..."z", "A"..."Z": run += 1; hasLetter = true
-            case "-", "_", ".", "+", "/": run += 1
-            default: run = 0
+            case "0"..."9", "a"..."z", "A"..."Z", "-", "_", "+", "/", "=": run.unicodeScalars.append(scalar)
+            default:
+                flush()
+                out.unicodeScalars.append(scalar)
             }
-            if run >= 24, hasDigit, hasLetter { return true }
         }
-        return false
+        flush()
+        return out
+    }
+
+    static func isTokenLike(_ run: String) -> Bool {
+        guard run.utf8.count >= 20 else { return false }
+        let hasDigit = run.utf8.contains { $0 >= 48 && $0 <= 57 }
+        let hasLetter = run.unicodeScalars.contains { ("a"..."z").contains($0) || ("A"..."Z").contains($0) }
+        return hasDigit && hasLetter
     }
 
     static func stripTags(_ html: String) -> String {

@@ -9,6 +9,10 @@ extension GatewayController {
         let previous = vendorHealth[health.vendorID]
         vendorHealth[health.vendorID] = health
         publishVendorHealth(health)
+        if persistence != nil {
+            pendingWrites.health.append((health.vendorID, vendorHealthJSON(health).render()))
+            schedulePersist()
+        }
         if previous?.state != health.state || previous?.breaker != health.breaker {
             var data: [String: JSON] = [
                 "vendor": .string(health.vendorID), "state": .string(health.state.rawValue), "breaker": .string(health.breaker),
@@ -27,6 +31,10 @@ extension GatewayController {
     }
 
     func publishVendorHealth(_ health: VendorHealth) {
+        transport.publish(topics.vendor(health.vendorID), vendorHealthJSON(health).render(), qos: 1, retain: true)
+    }
+
+    func vendorHealthJSON(_ health: VendorHealth) -> JSON {
         var object: [String: JSON] = [
             "state": .string(health.state.rawValue), "breaker": .string(health.breaker),
             "last_success": health.lastSuccess.map { .string(ISOTime.format($0)) } ?? .null,
@@ -36,7 +44,7 @@ extension GatewayController {
         if !health.quota.isEmpty {
             object["quota"] = .object(health.quota.mapValues { .object($0.mapValues(JSON.number)) })
         }
-        transport.publish(topics.vendor(health.vendorID), JSON.object(object).render(), qos: 1, retain: true)
+        return .object(object)
     }
 
     /// Hook for work that waited for the vendor (the command outbox).

@@ -72,34 +72,8 @@ extension GatewayController {
         continuation.yield(job)
         Task {
             for await job in stream {
-                await self.run(job)
+                await self.runCommand(job)
             }
-        }
-    }
-
-    func run(_ job: CommandJob) async {
-        let command = job.command
-        guard let vendor = vendors[command.vendorID], devices[command.device] != nil else {
-            return fail(.unknownDevice(command.device.rawValue), device: command.device, context: commandContext(command), reply: job.reply)
-        }
-        if now() > command.expiresAt {
-            return fail(.expired(commandID: command.id, expiredAt: command.expiresAt), device: command.device, context: commandContext(command), reply: job.reply)
-        }
-        do {
-            let outcome = try await vendor.execute(command)
-            counters.commandsExecuted += 1
-            if devices[command.device] != nil, !outcome.confirmed.isEmpty {
-                var state = states[command.device] ?? DeviceState()
-                state.merge(outcome.confirmed, observedAt: now())
-                states[command.device] = state
-                publishState(command.device)
-                markAggregatesDirty(for: command.device, values: outcome.confirmed)
-            }
-            respond(job.reply, status: "ok", data: ["id": .string(command.id), "device": .string(command.device.rawValue)], error: nil)
-        } catch let error as GatewayError {
-            fail(error, device: command.device, context: commandContext(command), reply: job.reply)
-        } catch {
-            fail(GatewayError(.internal, message: "\(error)"), device: command.device, context: commandContext(command), reply: job.reply)
         }
     }
 

@@ -3,7 +3,7 @@ import GatewayModel
 
 extension GatewayController {
     /// The request names served on `<base>/bridge/request/<name>`.
-    public static let requestNames = ["info", "devices", "device/refresh", "health"]
+    public static let requestNames = ["info", "devices", "device/refresh", "health", "history", "batch"]
 
     /// zigbee2mqtt-style request/response: the answer goes to `<base>/bridge/response/<name>`
     /// and echoes the request's `transaction`.
@@ -54,6 +54,10 @@ extension GatewayController {
                 return fail(.unknownDevice(raw), device: nil, context: context, reply: reply)
             }
             refresh(id, reply: reply)
+        case "history":
+            history(body, reply: reply, context: context)
+        case "batch":
+            batch(body, reply: reply, context: context)
         default:
             fail(.unknownRequest(name), device: nil, context: context, reply: reply)
         }

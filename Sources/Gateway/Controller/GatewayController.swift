@@ -1,3 +1,4 @@
+import Cache
 import Foundation
 import GatewayModel
 import Logging
@@ -16,6 +17,7 @@ public actor GatewayController {
     let now: @Sendable () -> Date
     let discovery: HomeAssistantDiscovery
     let startedAt: Date
+    let persistence: Persistence?
 
     var vendors: [String: any Vendor] = [:]
     var vendorTypes: [String: String] = [:]
@@ -30,6 +32,9 @@ public actor GatewayController {
     var energyDirty = false
     var haRepublishPending = false
     var counters = Counters()
+    var pendingWrites = WriteBatch()
+    var dirtyStates: Set<DeviceID> = []
+    var persistPending = false
 
     struct Counters {
         var commandsExecuted = 0
@@ -41,6 +46,10 @@ public actor GatewayController {
     struct CommandJob: Sendable {
         var command: DeviceCommand
         var reply: Reply
+        /// Already in the outbox (resumed after a restart).
+        var persisted = false
+        /// Told the final outcome (nil = done), for batch requests.
+        var completion: (@Sendable (GatewayError?) -> Void)?
     }
 
     /// Where to answer a command or request: the v5 response topic, and/or a bridge response.
@@ -52,9 +61,10 @@ public actor GatewayController {
     }
 
     public init(
-        config: GatewayConfig, transport: any MessageTransport, logger: Logger,
+        config: GatewayConfig, transport: any MessageTransport, logger: Logger, persistence: Persistence? = nil,
         clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.persistence = persistence
         self.config = config
         self.topics = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic)
         self.transport = transport
@@ -127,12 +137,17 @@ public actor GatewayController {
             var state = states[id] ?? DeviceState()
             state.merge(values, observedAt: observedAt)
             states[id] = state
-            if availability[id] != true {
+            if availability[id] != true, vendorHealth[devices[id]?.vendorID ?? ""]?.state != .down {
                 availability[id] = true
                 publishAvailability(id)
             }
             publishState(id)
             markAggregatesDirty(for: id, values: values)
+            if persistence != nil {
+                Persistence.readings(for: id, values: values, at: observedAt, into: &pendingWrites.readings)
+                dirtyStates.insert(id)
+                schedulePersist()
+            }
         case .availability(let id, let online):
             guard devices[id] != nil, availability[id] != online else { return }
             availability[id] = online
@@ -155,6 +170,10 @@ public actor GatewayController {
             guard previous != device else { continue }
             devices[device.id] = device
             changed = true
+            if persistence != nil, let stored = Persistence.storedDevice(device, now: now()) {
+                pendingWrites.upserts.append(stored)
+                schedulePersist()
+            }
             if previous == nil {
                 availability[device.id] = vendorHealth[vendorID].map { $0.state != .down } ?? true
                 publishEvent("device_added", ["id": .string(device.id.rawValue), "name": .string(device.name), "vendor": .string(vendorID)])
@@ -175,6 +194,11 @@ public actor GatewayController {
             for topic in discovery.clearTopics(for: device) { transport.publish(topic, "", qos: 1, retain: true) }
         }
         publishedDiscovery[id] = nil
+        if persistence != nil {
+            pendingWrites.removals.append(id.rawValue)
+            dirtyStates.remove(id)
+            schedulePersist()
+        }
         transport.publish(topics.device(id), "", qos: 1, retain: true)
         transport.publish(topics.availability(id), "", qos: 1, retain: true)
         publishEvent("device_removed", ["id": .string(id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID)])

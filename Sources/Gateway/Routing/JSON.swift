@@ -72,3 +72,16 @@ public indirect enum JSON: Sendable, Hashable, ExpressibleByStringLiteral, Expre
         return .object(members.filter { $0.value != .null })
     }
 }
+
+extension JSON {
+    public init(_ value: JSONValue) {
+        switch value {
+        case .null: self = .null
+        case .bool(let flag): self = .bool(flag)
+        case .number(let number): self = .number(number)
+        case .string(let text): self = .string(text)
+        case .array(let items): self = .array(items.map(JSON.init))
+        case .object(let members): self = .object(members.mapValues(JSON.init))
+        }
+    }
+}

@@ -10,16 +10,27 @@ import Vendors
 public struct GatewayService: Service {
     let config: GatewayConfig
     let logger: Logger
+    let persistence: Persistence?
 
-    public init(config: GatewayConfig, logger: Logger) {
+    public init(config: GatewayConfig, logger: Logger, persistence: Persistence? = nil) {
         self.config = config
         self.logger = logger
+        self.persistence = persistence
+    }
+
+    /// The services of a configured gateway, in start order (shutdown runs in reverse).
+    public static func services(config: GatewayConfig, logger: Logger) throws -> [any Service] {
+        guard let storage = config.storage else { return [GatewayService(config: config, logger: logger)] }
+        let persistence = try Persistence(path: storage.path, logger: logger)
+        return [PersistenceService(persistence: persistence), GatewayService(config: config, logger: logger, persistence: persistence)]
     }
 
     public func run() async throws {
         let client = try MQTTClient(configuration: MQTTTransport.configuration(for: config))
         let transport = MQTTTransport(client: client)
-        let controller = GatewayController(config: config, transport: transport, logger: logger)
+        let controller = GatewayController(config: config, transport: transport, logger: logger, persistence: persistence)
+        // Cached devices and states go out (flagged stale) on the first connect, before any vendor answers.
+        await controller.restoreFromCache()
         let (events, continuation) = AsyncStream.makeStream(of: VendorEvent.self, bufferingPolicy: .bufferingOldest(100_000))
         let sink = VendorEventSink { continuation.yield($0) }
         var vendors: [any Vendor] = []
@@ -28,6 +39,7 @@ public struct GatewayService: Service {
             await controller.register(vendor)
             vendors.append(vendor)
         }
+        await controller.resumeOutbox()
         client.start()
         logger.info("lbs-gateway \(GatewayController.version) starting: broker \(ConfigLoader.redactURL(config.mqtt.url)), base topic '\(config.mqtt.baseTopic)', \(vendors.count) vendor(s)")
 
@@ -58,6 +70,7 @@ public struct GatewayService: Service {
             group.cancelAll()
         }
         continuation.finish()
+        await controller.flushForShutdown()
         let acknowledged = await controller.publishOffline()
         if !acknowledged { logger.warning("the broker did not acknowledge the offline state in time") }
         await client.shutdown()

@@ -28,7 +28,7 @@ public struct MQTTTransport: MessageTransport {
     }
 
     /// Maps the gateway's settings to the client's, including the Last Will on `<base>/bridge/state`.
-    static func configuration(for config: GatewayConfig) throws -> MQTTConfiguration {
+    public static func configuration(for config: GatewayConfig) throws -> MQTTConfiguration {
         var mqtt = try MQTTConfiguration(url: config.mqtt.url, clientID: config.mqtt.clientID)
         mqtt.protocolVersion = config.mqtt.version == .v5 ? .v5 : .v311
         mqtt.keepAlive = .seconds(config.mqtt.keepAlive)

@@ -1,0 +1,208 @@
+import CMosquitto
+import Foundation
+import Gateway
+import GatewayModel
+import GatewayTesting
+import Logging
+import MQTT
+import Synchronization
+import Vendors
+
+/// Counts messages a subscriber receives, to measure delivered throughput the same way for both sides.
+final class DeliveryCounter: Sendable {
+    let client: MQTTClient
+    private final class Tally: Sendable {
+        let state = Mutex<(count: Int, first: ContinuousClock.Instant?, last: ContinuousClock.Instant?)>((0, nil, nil))
+    }
+    private let tally = Tally()
+
+    init(url: String, filter: String) async throws {
+        var configuration = try MQTTConfiguration(url: url, clientID: "bench-sub-\(UInt32.random(in: 0...UInt32.max))")
+        configuration.inboundBufferSize = 1_000_000
+        client = try MQTTClient(configuration: configuration)
+        let messages = client.messages
+        let tally = self.tally
+        Task {
+            for await _ in messages {
+                let now = ContinuousClock.now
+                tally.state.withLock { $0.count += 1; if $0.first == nil { $0.first = now }; $0.last = now }
+            }
+        }
+        client.start()
+        try await client.subscribeAndWait([filter], qos: .atMostOnce, timeout: .seconds(5))
+    }
+
+    func reset() { tally.state.withLock { $0 = (0, nil, nil) } }
+    var count: Int { tally.state.withLock { $0.count } }
+    var last: ContinuousClock.Instant? { tally.state.withLock { $0.last } }
+
+    /// Waits until `expected` messages arrived or nothing arrived for 2 s.
+    func waitFor(_ expected: Int) async -> Int {
+        var seen = -1
+        var quietSince = ContinuousClock.now
+        while count < expected {
+            let now = count
+            if now != seen { seen = now; quietSince = .now }
+            if ContinuousClock.now - quietSince > .seconds(2) { break }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return count
+    }
+}
+
+struct ThroughputResult {
+    var messages: Int
+    var delivered: Int
+    var seconds: Double
+    var rate: Double { Double(delivered) / seconds }
+}
+
+enum GatewayBench {
+    static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+
+    /// The ceiling: a plain libmosquitto publish loop (loop_start thread, QoS 0, retained, one topic per device).
+    static func plainLoop(broker: MosquittoBroker, devices: Int, rounds: Int, payloadBytes: Int) async throws -> ThroughputResult {
+        let counter = try await DeliveryCounter(url: broker.url, filter: "plain/#")
+        mosquitto_lib_init()
+        guard let mosq = mosquitto_new("bench-plain", true, nil) else { throw TestSupportError("mosquitto_new failed") }
+        mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5))
+        guard mosquitto_connect(mosq, "127.0.0.1", Int32(broker.port), 30) == MOSQ_ERR_SUCCESS.rawValue else { throw TestSupportError("connect failed") }
+        mosquitto_loop_start(mosq)
+        let payload = Array(String(repeating: "x", count: payloadBytes).utf8)
+        let topics = (0..<devices).map { "plain/device/sim_\($0)" }
+        let total = devices * rounds
+        let start = ContinuousClock.now
+        for round in 0..<rounds {
+            for index in 0..<devices {
+                _ = payload.withUnsafeBytes { raw in
+                    mosquitto_publish(mosq, nil, topics[index], Int32(raw.count), raw.baseAddress, 0, true)
+                }
+            }
+            _ = round
+        }
+        let delivered = await counter.waitFor(total)
+        let end = counter.last ?? .now
+        mosquitto_disconnect(mosq)
+        mosquitto_loop_stop(mosq, false)
+        mosquitto_destroy(mosq)
+        await counter.client.shutdown()
+        return ThroughputResult(messages: total, delivered: delivered, seconds: seconds(end - start))
+    }
+
+    /// A gateway wired like `lbs-gateway run`, with the demo vendor's handle so the bench can drive it.
+    struct InProcessGateway {
+        let client: MQTTClient
+        let controller: GatewayController
+        let vendor: DemoVendor
+        let tasks: [Task<Void, Never>]
+
+        static func start(broker: MosquittoBroker, extraDevices: Int) async throws -> InProcessGateway {
+            let yaml = "mqtt: {url: \(broker.url), client_id: bench-gw}\nhomeassistant: {enabled: true}\nvendors: [{type: demo, id: demo, poll_interval: 86400, devices: \(extraDevices)}]"
+            let config = try ConfigLoader.parse(yaml: yaml).get()
+            var logger = Logger(label: "bench")
+            logger.logLevel = .error
+            let client = try MQTTClient(configuration: MQTTTransport.configuration(for: config))
+            let controller = GatewayController(config: config, transport: MQTTTransport(client: client), logger: logger)
+            let (events, continuation) = AsyncStream.makeStream(of: VendorEvent.self, bufferingPolicy: .unbounded)
+            let vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(86_400), extraDevices: extraDevices),
+                                    sink: VendorEventSink { continuation.yield($0) })
+            await controller.register(vendor)
+            let connections = client.connectionEvents
+            let inbound = client.messages
+            let tasks: [Task<Void, Never>] = [
+                Task { for await event in connections { if case .connected = event { await controller.connected() } } },
+                Task {
+                    for await message in inbound {
+                        await controller.handle(InboundMessage(topic: message.topic, payload: message.payload, retain: message.retain,
+                                                               responseTopic: message.responseTopic, correlationData: message.correlationData))
+                    }
+                },
+                Task { await controller.consume(events) },
+                Task { try? await vendor.run() },
+            ]
+            client.start()
+            try await waitUntil("gateway connected", timeout: .seconds(10)) { client.isConnected }
+            return InProcessGateway(client: client, controller: controller, vendor: vendor, tasks: tasks)
+        }
+
+        func stop() async {
+            for task in tasks { task.cancel() }
+            await client.shutdown()
+        }
+    }
+
+    static func gatewayPublishing(broker: MosquittoBroker, extraDevices: Int, rounds: Int) async throws -> (ThroughputResult, Int) {
+        let gateway = try await InProcessGateway.start(broker: broker, extraDevices: extraDevices)
+        let deviceCount = gateway.vendor.devices.count
+        // Let the start-up publish (discovery, first states) drain before measuring.
+        try await Task.sleep(for: .seconds(2))
+        let counter = try await DeliveryCounter(url: broker.url, filter: "lbs/device/+")
+        try await Task.sleep(for: .milliseconds(500))
+        counter.reset()
+        let total = deviceCount * rounds
+        let start = ContinuousClock.now
+        for _ in 0..<rounds { gateway.vendor.tick() }
+        let delivered = await counter.waitFor(total)
+        let end = counter.last ?? .now
+        await counter.client.shutdown()
+        await gateway.stop()
+        return (ThroughputResult(messages: total, delivered: delivered, seconds: seconds(end - start)), deviceCount)
+    }
+
+    /// `/set` → new state on the device topic, measured by a separate MQTT client.
+    static func setLatency(broker: MosquittoBroker, extraDevices: Int, iterations: Int) async throws -> [Double] {
+        let gateway = try await InProcessGateway.start(broker: broker, extraDevices: extraDevices)
+        try await Task.sleep(for: .seconds(2))
+        var configuration = try MQTTConfiguration(url: broker.url, clientID: "bench-rtt")
+        configuration.inboundBufferSize = 100_000
+        let client = try MQTTClient(configuration: configuration)
+        let (seen, continuation) = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .unbounded)
+        let messages = client.messages
+        let forward = Task { for await message in messages { continuation.yield(message.payload) } }
+        client.start()
+        try await client.subscribeAndWait(["lbs/device/demo_light"], qos: .atMostOnce, timeout: .seconds(5))
+        var iterator = seen.makeAsyncIterator()
+        // Skip the retained snapshot.
+        _ = await iterator.next()
+        var samples: [Double] = []
+        samples.reserveCapacity(iterations)
+        for index in 0..<iterations {
+            let brightness = index % 2 == 0 ? 10 + index % 80 : 90 - index % 80
+            let needle = Array("\"brightness\":\(brightness),".utf8)
+            let start = ContinuousClock.now
+            client.publish("lbs/device/demo_light/set", Array("{\"brightness\":\(brightness)}".utf8), qos: .atMostOnce)
+            while let payload = await iterator.next() {
+                if payload.firstRange(of: needle) != nil { break }
+            }
+            samples.append(seconds(ContinuousClock.now - start) * 1000)
+        }
+        forward.cancel()
+        await client.shutdown()
+        await gateway.stop()
+        return samples.sorted()
+    }
+
+    static func percentile(_ sorted: [Double], _ p: Double) -> Double {
+        guard !sorted.isEmpty else { return .nan }
+        return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
+    }
+
+    /// Resident memory of the real `lbs-gateway` process with `devices: N`, after it settled.
+    static func residentMemory(broker: MosquittoBroker, extraDevices: Int, settle: Duration) async throws -> (rssKB: Int, peakKB: Int) {
+        let directory = try TemporaryDirectory(prefix: "lbs-bench")
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lbs-gateway").path
+        let config = directory.file("config.yaml")
+        try "mqtt: {url: \(broker.url), client_id: bench-rss}\nlog_level: error\nvendors: [{type: demo, id: demo, poll_interval: 1, devices: \(extraDevices)}]\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway")
+        try await Task.sleep(for: settle)
+        let status = (try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> Int {
+            status.split(separator: "\n").first { $0.hasPrefix(name) }.flatMap { Int($0.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "") } ?? -1
+        }
+        let result = (field("VmRSS:"), field("VmHWM:"))
+        _ = await process.stop()
+        directory.remove()
+        return result
+    }
+}

@@ -1,0 +1,144 @@
+import GRDB
+
+extension GatewayStore {
+    private static let outboxColumns = """
+        id, seq, vendor_id, device_id, json, created_at, expires_at, state, attempts, last_error, result_json, updated_at
+        """
+
+    /// Durably stores a command before it is acknowledged; returns false when the id was already queued.
+    @discardableResult
+    public func enqueue(_ entry: OutboxEntry) throws(CacheError) -> Bool {
+        guard !entry.id.isEmpty, !entry.vendorID.isEmpty, !entry.deviceID.isEmpty else {
+            throw CacheError(.invalidInput, "an outbox entry needs an id, a vendor id and a device id")
+        }
+        return try write("enqueue command \(entry.id)") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO outbox (id, vendor_id, device_id, json, created_at, expires_at, state, attempts, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?)
+                    ON CONFLICT (id) DO NOTHING
+                    """,
+                arguments: [entry.id, entry.vendorID, entry.deviceID, entry.json, entry.createdAt, entry.expiresAt, entry.createdAt])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Pending commands, oldest first (so each device sees its commands in order); all vendors when `vendorID` is nil.
+    public func pending(vendorID: String? = nil) throws(CacheError) -> [OutboxEntry] {
+        if let vendorID {
+            return try fetchEntries(
+                "SELECT \(Self.outboxColumns) FROM outbox WHERE state = 'pending' AND vendor_id = ? ORDER BY seq", [vendorID])
+        }
+        return try fetchEntries("SELECT \(Self.outboxColumns) FROM outbox WHERE state = 'pending' ORDER BY seq", [])
+    }
+
+    /// Commands left in `sending` by a crash or kill: the vendor may or may not have executed them.
+    public func interruptedEntries() throws(CacheError) -> [OutboxEntry] {
+        try fetchEntries("SELECT \(Self.outboxColumns) FROM outbox WHERE state = 'sending' ORDER BY seq", [])
+    }
+
+    /// One entry by id, in any state.
+    public func outboxEntry(id: String) throws(CacheError) -> OutboxEntry? {
+        try fetchEntries("SELECT \(Self.outboxColumns) FROM outbox WHERE id = ?", [id]).first
+    }
+
+    /// How many entries are in each state (every state is present, possibly 0).
+    public func outboxCounts() throws(CacheError) -> [OutboxState: Int] {
+        try read("count outbox") { db in
+            var counts = Dictionary(uniqueKeysWithValues: OutboxState.allCases.map { ($0, 0) })
+            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) FROM outbox GROUP BY state") {
+                if let state = OutboxState(rawValue: try row.decode(String.self, atIndex: 0)) {
+                    counts[state] = try row.decode(Int.self, atIndex: 1)
+                }
+            }
+            return counts
+        }
+    }
+
+    /// Marks a command as handed to the vendor and counts the attempt; durable before the vendor call.
+    public func markSending(id: String) throws(CacheError) {
+        try transition(id: id, from: [.pending, .sending], to: .sending, countsAttempt: true)
+    }
+
+    /// Records the vendor's confirmation.
+    public func markAcked(id: String, resultJSON: String?) throws(CacheError) {
+        try transition(id: id, from: [.sending], to: .acked, resultJSON: resultJSON)
+    }
+
+    /// Records a final failure.
+    public func markFailed(id: String, error: String) throws(CacheError) {
+        try transition(id: id, from: [.pending, .sending], to: .failed, error: error)
+    }
+
+    /// Puts a command whose attempt failed transiently back in line, keeping its place.
+    public func requeue(id: String, error: String) throws(CacheError) {
+        try transition(id: id, from: [.sending], to: .pending, error: error)
+    }
+
+    /// Records that a command passed its deadline unsent.
+    public func markExpired(id: String) throws(CacheError) {
+        try transition(id: id, from: [.pending, .sending], to: .expired)
+    }
+
+    /// Marks every pending command whose deadline is before `now` as expired; returns how many.
+    @discardableResult
+    public func expireOverdue(now: Double) throws(CacheError) -> Int {
+        try write("expire overdue commands") { db in
+            try db.execute(
+                sql: """
+                    UPDATE outbox SET state = 'expired', updated_at = ?
+                    WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at < ?
+                    """,
+                arguments: [now, now])
+            return db.changesCount
+        }
+    }
+
+    // MARK: - Internals
+
+    private func transition(
+        id: String, from allowed: Set<OutboxState>, to target: OutboxState,
+        countsAttempt: Bool = false, error: String? = nil, resultJSON: String? = nil
+    ) throws(CacheError) {
+        let now = options.clock()
+        try write("mark command \(id) \(target.rawValue)") { db in
+            guard let current = try String.fetchOne(db, sql: "SELECT state FROM outbox WHERE id = ?", arguments: [id]) else {
+                throw CacheError(.notFound, "no outbox entry with id \(id)")
+            }
+            guard let state = OutboxState(rawValue: current), allowed.contains(state) else {
+                throw CacheError(.invalidTransition, "outbox entry \(id) cannot go from \(current) to \(target.rawValue)")
+            }
+            try db.execute(
+                sql: """
+                    UPDATE outbox SET state = ?, attempts = attempts + ?, updated_at = ?,
+                        last_error = coalesce(?, last_error), result_json = coalesce(?, result_json)
+                    WHERE id = ?
+                    """,
+                arguments: [target.rawValue, countsAttempt ? 1 : 0, now, error, resultJSON, id])
+        }
+    }
+
+    private func fetchEntries(_ sql: String, _ arguments: StatementArguments) throws(CacheError) -> [OutboxEntry] {
+        try read("read outbox") { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+                let stateText = try row.decode(String.self, atIndex: 7)
+                guard let state = OutboxState(rawValue: stateText) else {
+                    throw CacheError(.corruptRow, "outbox row has unknown state \(stateText)")
+                }
+                return OutboxEntry(
+                    id: try row.decode(String.self, atIndex: 0),
+                    seq: try row.decode(Int64.self, atIndex: 1),
+                    vendorID: try row.decode(String.self, atIndex: 2),
+                    deviceID: try row.decode(String.self, atIndex: 3),
+                    json: try row.decode(String.self, atIndex: 4),
+                    createdAt: try row.decode(Double.self, atIndex: 5),
+                    expiresAt: try row.decode(Double?.self, atIndex: 6),
+                    state: state,
+                    attempts: try row.decode(Int.self, atIndex: 8),
+                    lastError: try row.decode(String?.self, atIndex: 9),
+                    resultJSON: try row.decode(String?.self, atIndex: 10),
+                    updatedAt: try row.decode(Double.self, atIndex: 11))
+            }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import GRDB
+import Synchronization
+
+/// The gateway's SQLite cache: device registry, latest states, reading history, command outbox,
+/// vendor health and TLS pins, in one WAL database file.
+///
+/// Every method is synchronous and thread-safe; writes go through GRDB's single writer connection,
+/// which runs with `synchronous = FULL` so a committed outbox row survives a power cut.
+public final class GatewayStore: Sendable {
+    /// Tuning knobs; the defaults suit an SD-card edge box.
+    public struct Options: Sendable {
+        /// WAL pages after which SQLite checkpoints by itself (0 disables automatic checkpoints).
+        public var walAutoCheckpointPages = 1000
+        /// Size the WAL file is truncated to after a checkpoint, in bytes.
+        public var journalSizeLimitBytes = 16 * 1024 * 1024
+        /// Concurrent reader connections.
+        public var maximumReaderCount = 2
+        /// Seconds the writer waits for a lock held elsewhere (a checkpoint, the sqlite3 CLI) before failing.
+        public var busyTimeoutSeconds: Double = 5
+        /// The current time in Unix seconds; injected by tests.
+        public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+
+        /// Creates the default options.
+        public init() {}
+    }
+
+    /// The database file path.
+    public let path: String
+    let pool: DatabasePool
+    let options: Options
+    /// Series ids by (device, key, kind, category); filled only after the inserting transaction committed.
+    let seriesIDs = Mutex<[SeriesKey: Int64]>([:])
+
+    /// Opens (creating if needed) the database at `path` with default options, and migrates it.
+    public convenience init(path: String) throws(CacheError) {
+        try self.init(path: path, options: Options())
+    }
+
+    /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
+    public init(path: String, options: Options) throws(CacheError) {
+        guard !path.isEmpty else { throw CacheError(.invalidInput, "database path is empty") }
+        self.path = path
+        self.options = options
+
+        var configuration = Configuration()
+        configuration.label = "GatewayStore"
+        configuration.busyMode = .timeout(options.busyTimeoutSeconds)
+        configuration.maximumReaderCount = max(1, options.maximumReaderCount)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw CacheError.wrap(error, "cannot open database at \(path)", as: .openFailed)
+        }
+
+        // GRDB switches the writer to synchronous = NORMAL while enabling WAL, after running
+        // `prepareDatabase`; the writer is one connection for the pool's life, so setting FULL here holds.
+        // secure_delete = FAST: Debian builds with SECURE_DELETE, which would zero every deleted
+        // reading and double the writes of retention on flash.
+        do {
+            try pool.barrierWriteWithoutTransaction { db in
+                try db.execute(sql: """
+                    PRAGMA synchronous = FULL;
+                    PRAGMA secure_delete = FAST;
+                    PRAGMA journal_size_limit = \(max(0, options.journalSizeLimitBytes));
+                    PRAGMA wal_autocheckpoint = \(max(0, options.walAutoCheckpointPages));
+                    """)
+            }
+        } catch {
+            try? pool.close()
+            throw CacheError.wrap(error, "cannot configure database at \(path)", as: .openFailed)
+        }
+
+        let migrator = Schema.migrator
+        do {
+            if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
+                throw CacheError(.migrationFailed, "database at \(path) was written by a newer release")
+            }
+            try migrator.migrate(pool)
+        } catch {
+            try? pool.close()
+            throw CacheError.wrap(error, "cannot migrate database at \(path)", as: .migrationFailed)
+        }
+    }
+
+    /// Closes every connection; later calls fail with `.closed`.
+    public func close() throws(CacheError) {
+        do { try pool.close() } catch { throw CacheError.wrap(error, "cannot close database") }
+    }
+
+    // MARK: - Diagnostics
+
+    /// The journal mode (`wal` when healthy).
+    public func journalMode() throws(CacheError) -> String {
+        try writeWithoutTransaction("read journal mode") { try String.fetchOne($0, sql: "PRAGMA journal_mode") ?? "" }
+    }
+
+    /// The writer connection's synchronous level (2 = FULL).
+    public func synchronousMode() throws(CacheError) -> Int {
+        try writeWithoutTransaction("read synchronous mode") { try Int.fetchOne($0, sql: "PRAGMA synchronous") ?? -1 }
+    }
+
+    /// Runs `PRAGMA integrity_check`; returns `"ok"` when the file is sound, else SQLite's findings.
+    public func integrityCheck() throws(CacheError) -> String {
+        try read("check integrity") { db in
+            try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "\n")
+        }
+    }
+
+    /// The names of the migrations applied to this file, oldest first.
+    public func appliedMigrations() throws(CacheError) -> [String] {
+        try read("read migrations") { try Schema.migrator.appliedMigrations($0) }
+    }
+
+    /// Copies the WAL into the database file and truncates the WAL; call when idle.
+    public func checkpoint() throws(CacheError) {
+        try writeWithoutTransaction("checkpoint") { db in
+            _ = try db.checkpoint(.truncate)
+        }
+    }
+
+    // MARK: - Device registry
+
+    /// Inserts or replaces device descriptions in one transaction.
+    public func upsertDevices(_ devices: [StoredDevice]) throws(CacheError) {
+        guard !devices.isEmpty else { return }
+        try write("upsert devices") { db in
+            let statement = try db.cachedStatement(sql: """
+                INSERT INTO device (id, vendor_id, json, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET
+                    vendor_id = excluded.vendor_id, json = excluded.json, updated_at = excluded.updated_at
+                """)
+            for device in devices {
+                try statement.execute(arguments: [device.id, device.vendorID, device.json, device.updatedAt])
+            }
+        }
+    }
+
+    /// Deletes devices and their latest states (history stays until retention removes it); returns how many existed.
+    @discardableResult
+    public func removeDevices(ids: [String]) throws(CacheError) -> Int {
+        guard !ids.isEmpty else { return 0 }
+        return try write("remove devices") { db in
+            let deleteDevice = try db.cachedStatement(sql: "DELETE FROM device WHERE id = ?")
+            let deleteState = try db.cachedStatement(sql: "DELETE FROM device_state WHERE device_id = ?")
+            var removed = 0
+            for id in ids {
+                try deleteDevice.execute(arguments: [id])
+                removed += db.changesCount
+                try deleteState.execute(arguments: [id])
+            }
+            return removed
+        }
+    }
+
+    /// Every stored device description, optionally only one vendor's, ordered by id.
+    public func devices(vendorID: String? = nil) throws(CacheError) -> [StoredDevice] {
+        try read("read devices") { db in
+            let rows: [Row]
+            if let vendorID {
+                rows = try Row.fetchAll(
+                    db, sql: "SELECT id, vendor_id, json, updated_at FROM device WHERE vendor_id = ? ORDER BY id",
+                    arguments: [vendorID])
+            } else {
+                rows = try Row.fetchAll(db, sql: "SELECT id, vendor_id, json, updated_at FROM device ORDER BY id")
+            }
+            return try rows.map { row in
+                StoredDevice(
+                    id: try row.decode(String.self, atIndex: 0),
+                    vendorID: try row.decode(String.self, atIndex: 1),
+                    json: try row.decode(String.self, atIndex: 2),
+                    updatedAt: try row.decode(Double.self, atIndex: 3))
+            }
+        }
+    }
+
+    // MARK: - Latest states
+
+    /// Inserts or replaces the latest state of several devices in one transaction.
+    public func saveStates(_ states: [StoredState]) throws(CacheError) {
+        guard !states.isEmpty else { return }
+        try write("save states") { db in
+            let statement = try db.cachedStatement(sql: """
+                INSERT INTO device_state (device_id, json, source_time, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (device_id) DO UPDATE SET
+                    json = excluded.json, source_time = excluded.source_time, updated_at = excluded.updated_at
+                """)
+            for state in states {
+                try statement.execute(arguments: [state.deviceID, state.json, state.sourceTime, state.updatedAt])
+            }
+        }
+    }
+
+    /// Every stored latest state, ordered by device id.
+    public func states() throws(CacheError) -> [StoredState] {
+        try read("read states") { db in
+            try Row.fetchAll(
+                db, sql: "SELECT device_id, json, source_time, updated_at FROM device_state ORDER BY device_id"
+            ).map { row in
+                StoredState(
+                    deviceID: try row.decode(String.self, atIndex: 0),
+                    json: try row.decode(String.self, atIndex: 1),
+                    sourceTime: try row.decode(Double?.self, atIndex: 2),
+                    updatedAt: try row.decode(Double.self, atIndex: 3))
+            }
+        }
+    }
+
+    // MARK: - Vendor health
+
+    /// Stores the serialized health of one vendor (breaker state, last error).
+    public func saveVendorHealth(vendorID: String, json: String) throws(CacheError) {
+        let now = options.clock()
+        try write("save vendor health") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO vendor_health (vendor_id, json, updated_at) VALUES (?, ?, ?)
+                    ON CONFLICT (vendor_id) DO UPDATE SET json = excluded.json, updated_at = excluded.updated_at
+                    """,
+                arguments: [vendorID, json, now])
+        }
+    }
+
+    /// The serialized health of every vendor, by vendor id.
+    public func vendorHealth() throws(CacheError) -> [String: String] {
+        try read("read vendor health") { db in
+            var health: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT vendor_id, json FROM vendor_health") {
+                health[try row.decode(String.self, atIndex: 0)] = try row.decode(String.self, atIndex: 1)
+            }
+            return health
+        }
+    }
+
+    // MARK: - TLS pins
+
+    /// The pinned SPKI SHA-256 of a self-signed device endpoint (`host:port`), if one was seen.
+    public func pin(for hostPort: String) throws(CacheError) -> String? {
+        try read("read TLS pin") { db in
+            try String.fetchOne(db, sql: "SELECT spki_sha256 FROM tls_pin WHERE host_port = ?", arguments: [hostPort])
+        }
+    }
+
+    /// Stores (or deliberately replaces) the pin of `hostPort`.
+    public func savePin(hostPort: String, spki: String) throws(CacheError) {
+        guard !hostPort.isEmpty, !spki.isEmpty else {
+            throw CacheError(.invalidInput, "a TLS pin needs a host:port and a fingerprint")
+        }
+        let now = options.clock()
+        try write("save TLS pin") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO tls_pin (host_port, spki_sha256, first_seen) VALUES (?, ?, ?)
+                    ON CONFLICT (host_port) DO UPDATE SET spki_sha256 = excluded.spki_sha256, first_seen = excluded.first_seen
+                    """,
+                arguments: [hostPort, spki, now])
+        }
+    }
+
+    // MARK: - Access helpers
+
+    /// Runs `body` in one write transaction, mapping failures to `CacheError`.
+    func write<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+        do { return try pool.write(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
+    }
+
+    /// Runs `body` on the writer connection outside a transaction.
+    func writeWithoutTransaction<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+        do { return try pool.writeWithoutTransaction(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
+    }
+
+    /// Runs `body` on a reader connection (a consistent snapshot).
+    func read<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+        do { return try pool.read(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
+    }
+}

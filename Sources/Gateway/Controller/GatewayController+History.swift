@@ -1,0 +1,141 @@
+import Cache
+import Foundation
+import GatewayModel
+
+extension GatewayController {
+    /// `history`: `{"device","key","from","to","resolution":"raw"|"hourly"}` answered from the cache.
+    func history(_ body: [String: JSONValue], reply: Reply, context: JSON) {
+        guard let store = persistence?.store else {
+            return fail(GatewayError(.invalidPayload, message: "History needs the SQLite cache.", suggestion: "Set storage.path in the configuration."),
+                        device: nil, context: context, reply: reply)
+        }
+        guard case .string(let rawID)? = body["device"] ?? body["id"], let id = DeviceID(validating: rawID) else {
+            return fail(.invalidPayload("history needs {\"device\":\"<device_id>\",\"key\":\"<key>\"}"), device: nil, context: context, reply: reply)
+        }
+        guard case .string(let key)? = body["key"], let spec = StateKeys.spec(key), spec.series != .none else {
+            return fail(.invalidPayload("history needs a numeric energy or environment \"key\", e.g. \"power\""), device: id, context: context, reply: reply)
+        }
+        let end: Date
+        let start: Date
+        switch (body["to"], body["from"]) {
+        case (nil, _): end = now()
+        case (.string(let text)?, _):
+            guard let parsed = ISOTime.parse(text) else { return fail(.invalidPayload("\"to\" must be an ISO 8601 time"), device: id, context: context, reply: reply) }
+            end = parsed
+        default: return fail(.invalidPayload("\"to\" must be an ISO 8601 time"), device: id, context: context, reply: reply)
+        }
+        switch body["from"] {
+        case nil: start = end.addingTimeInterval(-86_400)
+        case .string(let text)?:
+            guard let parsed = ISOTime.parse(text) else { return fail(.invalidPayload("\"from\" must be an ISO 8601 time"), device: id, context: context, reply: reply) }
+            start = parsed
+        default: return fail(.invalidPayload("\"from\" must be an ISO 8601 time"), device: id, context: context, reply: reply)
+        }
+        guard start <= end else { return fail(.invalidPayload("\"from\" is after \"to\""), device: id, context: context, reply: reply) }
+        let resolution: HistoryResolution
+        switch body["resolution"] {
+        case nil, .string("raw")?: resolution = .raw
+        case .string("hourly")?: resolution = .hourly
+        default: return fail(.invalidPayload("\"resolution\" is \"raw\" or \"hourly\""), device: id, context: context, reply: reply)
+        }
+        let limit = 10_000
+        Task {
+            do {
+                let points = try await Self.offActor {
+                    try store.history(deviceID: id.rawValue, key: key, from: start.timeIntervalSince1970, to: end.timeIntervalSince1970, resolution: resolution)
+                }
+                guard points.count <= limit else {
+                    return self.fail(.invalidPayload("\(points.count) points is more than \(limit); ask for a shorter range or \"resolution\":\"hourly\""),
+                                     device: id, context: context, reply: reply)
+                }
+                let rendered: [JSON] = points.map { point in
+                    let time = JSON.string(ISOTime.format(Date(timeIntervalSince1970: point.time)))
+                    switch resolution {
+                    case .raw: return ["time": time, "value": .number(point.value)]
+                    case .hourly:
+                        var object: [String: JSON] = ["time": time, "min": .number(point.min), "max": .number(point.max), "avg": .number(point.avg),
+                                                      "last": .number(point.last), "count": .number(Double(point.count))]
+                        if let sum = point.sum { object["sum"] = .number(sum) }
+                        return .object(object)
+                    }
+                }
+                self.respond(reply, status: "ok", data: [
+                    "device": .string(id.rawValue), "key": .string(key), "unit": .optional(spec.unit),
+                    "resolution": .string(resolution == .raw ? "raw" : "hourly"),
+                    "from": .string(ISOTime.format(start)), "to": .string(ISOTime.format(end)), "points": .array(rendered),
+                ], error: nil)
+            } catch {
+                self.fail(GatewayError(.internal, message: "history query failed: \(error)"), device: id, context: context, reply: reply)
+            }
+        }
+    }
+
+    /// `batch`: `{"commands":[{"device":"demo_light","set":{"state":"ON"}}, …]}`. Every item is
+    /// validated on its own and runs through the outbox like a `/set`; the response lists each result.
+    func batch(_ body: [String: JSONValue], reply: Reply, context: JSON) {
+        guard case .array(let items)? = body["commands"], !items.isEmpty, items.count <= 500 else {
+            return fail(.invalidPayload("batch needs {\"commands\":[{\"device\":\"<id>\",\"set\":{…}}, …]} with 1 to 500 items"),
+                        device: nil, context: context, reply: reply)
+        }
+        var jobs: [(Int, CommandJob)] = []
+        var results: [Int: JSON] = [:]
+        for (index, item) in items.enumerated() {
+            guard case .string(let rawID)? = item["device"], case .object(let set)? = item["set"] else {
+                results[index] = itemResult(nil, .invalidPayload("each item needs \"device\" and a \"set\" object"))
+                continue
+            }
+            guard let id = DeviceID(validating: rawID), let device = devices[id] else {
+                results[index] = itemResult(rawID, .unknownDevice(rawID))
+                continue
+            }
+            let payload = Array(JSON(JSONValue.object(set)).render().utf8)
+            switch CommandParser.parse(payload: payload, key: nil, device: device, current: states[id] ?? DeviceState()) {
+            case .failure(let error):
+                results[index] = itemResult(rawID, error)
+            case .success(let changes):
+                let issued = now()
+                let command = DeviceCommand(
+                    id: UUID().uuidString.lowercased(), device: id, vendorID: device.vendorID, vendorDeviceID: device.vendorDeviceID,
+                    changes: changes, issuedAt: issued, expiresAt: issued.addingTimeInterval(config.commands.ttl(for: device.type)))
+                jobs.append((index, CommandJob(command: command, reply: Reply())))
+            }
+        }
+        Task {
+            let outcomes = await withTaskGroup(of: (Int, String, GatewayError?).self) { group in
+                for (index, job) in jobs {
+                    group.addTask {
+                        let error = await withCheckedContinuation { (continuation: CheckedContinuation<GatewayError?, Never>) in
+                            var job = job
+                            job.completion = { continuation.resume(returning: $0) }
+                            Task { await self.enqueue(job) }
+                        }
+                        return (index, job.command.device.rawValue, error)
+                    }
+                }
+                var collected: [(Int, String, GatewayError?)] = []
+                for await outcome in group { collected.append(outcome) }
+                return collected
+            }
+            for (index, device, error) in outcomes { results[index] = self.itemResult(device, error) }
+            let ordered = (0..<items.count).map { results[$0] ?? .null }
+            let failed = ordered.filter { $0 != .null && $0.isError }.count
+            self.respond(reply, status: failed == 0 ? "ok" : "error",
+                         data: ["results": .array(ordered), "failed": .number(Double(failed))],
+                         error: failed == 0 ? nil : GatewayError(.vendorRejected, message: "\(failed) of \(items.count) batch commands failed"))
+        }
+    }
+
+    nonisolated func itemResult(_ device: String?, _ error: GatewayError?) -> JSON {
+        var object: [String: JSON] = ["status": .string(error == nil ? "ok" : "error")]
+        if let device { object["device"] = .string(device) }
+        if let error { object["error"] = .object(error.jsonObject.mapValues(JSON.string)) }
+        return .object(object)
+    }
+}
+
+extension JSON {
+    var isError: Bool {
+        if case .object(let members) = self, members["status"] == .string("error") { return true }
+        return false
+    }
+}

@@ -1,0 +1,131 @@
+import Cache
+import Foundation
+import GatewayModel
+import Logging
+
+/// The command outbox: every command is stored before it is sent, waits while its vendor is down,
+/// runs once on recovery (in order per device), and is dropped as `expired` after its TTL.
+extension GatewayController {
+    /// Runs a blocking cache call off the controller's actor.
+    nonisolated static func offActor<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try body()
+    }
+
+    func runCommand(_ job: CommandJob) async {
+        let command = job.command
+        if let persistence, !job.persisted, let json = try? String(decoding: JSONEncoder().encode(command), as: UTF8.self) {
+            let entry = OutboxEntry(id: command.id, vendorID: command.vendorID, deviceID: command.device.rawValue, json: json,
+                                    createdAt: command.issuedAt.timeIntervalSince1970, expiresAt: command.expiresAt.timeIntervalSince1970)
+            do {
+                _ = try await Self.offActor { try persistence.store.enqueue(entry) }
+            } catch {
+                logger.error("cannot store command \(command.id) in the outbox: \(error); sending it anyway")
+            }
+        }
+        await attempt(job)
+    }
+
+    private func record(_ body: @escaping @Sendable (GatewayStore) throws -> Void) async {
+        guard let store = persistence?.store else { return }
+        do {
+            try await Self.offActor { try body(store) }
+        } catch {
+            logger.error("outbox write failed: \(error)")
+        }
+    }
+
+    private func attempt(_ job: CommandJob) async {
+        let command = job.command
+        let id = command.id
+        var backoff = Duration.milliseconds(250)
+        while true {
+            guard let vendor = vendors[command.vendorID], devices[command.device] != nil else {
+                await record { try $0.markFailed(id: id, error: "unknown_device") }
+                job.completion?(.unknownDevice(command.device.rawValue))
+                return fail(.unknownDevice(command.device.rawValue), device: command.device, context: commandContext(command), reply: job.reply)
+            }
+            if now() > command.expiresAt {
+                await record { try $0.markExpired(id: id) }
+                job.completion?(.expired(commandID: id, expiredAt: command.expiresAt))
+                return fail(.expired(commandID: id, expiredAt: command.expiresAt), device: command.device, context: commandContext(command), reply: job.reply)
+            }
+            await record { try $0.markSending(id: id) }
+            do {
+                let outcome = try await vendor.execute(command)
+                counters.commandsExecuted += 1
+                applyConfirmed(outcome.confirmed, to: command.device)
+                respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)
+                let result = JSONText.object(outcome.confirmed)
+                await record { try $0.markAcked(id: id, resultJSON: result) }
+                job.completion?(nil)
+                return
+            } catch {
+                let failure = error as? GatewayError ?? GatewayError(.internal, message: "\(error)")
+                guard failure.retryable else {
+                    await record { try $0.markFailed(id: id, error: failure.jsonText) }
+                    job.completion?(failure)
+                    return fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
+                }
+                // The vendor is unhealthy: keep the command (and the ones behind it) waiting.
+                await record { try $0.requeue(id: id, error: failure.jsonText) }
+                let remaining = command.expiresAt.timeIntervalSince(now())
+                var wait = max(backoff, failure.retryAfter ?? .zero)
+                if remaining < wait.seconds { wait = .milliseconds(Int64(max(0, remaining) * 1000) + 10) }
+                logger.info("command \(id) waits for \(command.vendorID) (\(failure.code.rawValue)); next try in \(wait)")
+                try? await clock.sleep(for: wait)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+
+    func applyConfirmed(_ confirmed: [String: StateValue], to id: DeviceID) {
+        guard devices[id] != nil, !confirmed.isEmpty else { return }
+        var state = states[id] ?? DeviceState()
+        state.merge(confirmed, observedAt: now())
+        states[id] = state
+        publishState(id)
+        markAggregatesDirty(for: id, values: confirmed)
+        if persistence != nil {
+            dirtyStates.insert(id)
+            schedulePersist()
+        }
+    }
+
+    /// After a restart: commands that never reached their vendor run (if not expired); commands
+    /// caught mid-send are reported `interrupted` for locks, garage doors and covers (never re-run,
+    /// the vendor may have acted) and re-run for idempotent state changes elsewhere.
+    public func resumeOutbox() async {
+        guard let store = persistence?.store else { return }
+        do {
+            let decoder = JSONDecoder()
+            for entry in try await Self.offActor({ try store.interruptedEntries() }) {
+                guard let command = try? decoder.decode(DeviceCommand.self, from: Data(entry.json.utf8)) else { continue }
+                let critical = devices[command.device]?.type.isSecurityCritical ?? true
+                if critical {
+                    await record { try $0.markFailed(id: entry.id, error: "interrupted") }
+                    fail(.interrupted(commandID: entry.id), device: command.device, context: commandContext(command), reply: Reply())
+                } else {
+                    await record { try $0.requeue(id: entry.id, error: "interrupted by a restart") }
+                }
+            }
+            let pending = try await Self.offActor({ try store.pending() })
+            for entry in pending {
+                guard let command = try? decoder.decode(DeviceCommand.self, from: Data(entry.json.utf8)) else {
+                    await record { try $0.markFailed(id: entry.id, error: "unreadable outbox entry") }
+                    continue
+                }
+                enqueue(CommandJob(command: command, reply: Reply(), persisted: true))
+            }
+            if !pending.isEmpty { logger.info("resumed \(pending.count) queued command(s)") }
+        } catch {
+            logger.error("cannot read the outbox: \(error)")
+        }
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let parts = components
+        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,139 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A bounded wait in a test helper ran out.
+public struct TestTimeoutError: Error, Sendable, CustomStringConvertible {
+    /// What was being waited for.
+    public let message: String
+
+    /// Creates the error.
+    public init(_ message: String) { self.message = message }
+
+    public var description: String { "timed out: \(message)" }
+}
+
+/// Polls `condition` every 10 ms until it is true; throws `TestTimeoutError` after `timeout`.
+public func waitUntil(_ what: @autoclosure () -> String, timeout: Duration = .seconds(5),
+                      _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw TestTimeoutError(what()) }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+/// A loopback TCP port that was free a moment ago (bind 127.0.0.1:0, read, close); callers retry on a race.
+public func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestSupportError("socket() failed: \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var address = loopbackAddress(port: 0)
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { throw TestSupportError("bind() failed: \(String(cString: strerror(errno)))") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let named = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    guard named == 0 else { throw TestSupportError("getsockname() failed: \(String(cString: strerror(errno)))") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// True if something accepts TCP connections on 127.0.0.1:`port` right now.
+public func loopbackPortAcceptsConnections(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = loopbackAddress(port: port)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    return connected == 0
+}
+
+private func loopbackAddress(port: Int) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(truncatingIfNeeded: port).bigEndian
+    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+    return address
+}
+
+/// A test-support failure with a readable message.
+public struct TestSupportError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong.
+    public let message: String
+
+    /// Creates the error.
+    public init(_ message: String) { self.message = message }
+
+    public var description: String { message }
+}
+
+/// A fresh directory under the system temp dir, removed by `remove()` or on deinit.
+public final class TemporaryDirectory: Sendable {
+    /// Absolute path of the directory.
+    public let path: String
+
+    /// Creates `<tmp>/<prefix>-XXXXXX`.
+    public init(prefix: String = "lbs-test") throws {
+        let base = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
+        var template = Array("\(base)/\(prefix)-XXXXXX".utf8CString)
+        guard let created = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap(mkdtemp) }) else {
+            throw TestSupportError("mkdtemp failed: \(String(cString: strerror(errno)))")
+        }
+        path = String(cString: created)
+    }
+
+    deinit { remove() }
+
+    /// `path/name`.
+    public func file(_ name: String) -> String { "\(path)/\(name)" }
+
+    /// Deletes the directory and its contents (idempotent).
+    public func remove() {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// Test fixtures in `../shared/fixtures` beside the package root (never copied into the repo).
+public enum Fixtures {
+    /// The package root: the nearest ancestor of this source file containing Package.swift.
+    public static func packageRoot(filePath: String = #filePath) -> String? {
+        var directory = filePath
+        while let slash = directory.lastIndex(of: "/"), slash != directory.startIndex {
+            directory = String(directory[..<slash])
+            if access("\(directory)/Package.swift", F_OK) == 0 { return directory }
+        }
+        return nil
+    }
+
+    /// `<package root>/../shared/fixtures`.
+    public static var directory: String {
+        let root = packageRoot() ?? FileManager.default.currentDirectoryPath
+        return "\(root)/../shared/fixtures"
+    }
+
+    /// Path of `file` in the `vendor` fixture folder.
+    public static func path(_ vendor: String, _ file: String) -> String {
+        "\(directory)/\(vendor)/\(file)"
+    }
+
+    /// Contents of a fixture file.
+    public static func data(_ vendor: String, _ file: String) throws -> Data {
+        let path = path(vendor, file)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw TestSupportError("fixture not found: \(path)")
+        }
+        return data
+    }
+}

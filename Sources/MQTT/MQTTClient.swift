@@ -1,0 +1,477 @@
+import CMosquitto
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `mosquitto_lib_init` runs once per process: Swift initializes globals exactly once, thread-safely.
+private let libraryInitResult: Int32 = mosquitto_lib_init()
+
+/// A thin MQTT client over libmosquitto with its own network thread and reconnect loop.
+///
+/// - `start()` connects in the background and reconnects forever with jittered back-off.
+/// - Every (re)connect yields `.connected` on `connectionEvents`. Subscriptions are NOT kept across
+///   reconnects (clean session): subscribe again, and re-publish retained state, on each `.connected`.
+/// - `messages` is bounded (`inboundBufferSize`); messages arriving while it is full are dropped and
+///   counted in `droppedInboundMessages`. Each stream supports one consumer.
+/// - `shutdown()` disconnects cleanly (so the broker does not publish the will), stops the thread,
+///   destroys the libmosquitto handle and finishes both streams. Dropping the client without
+///   `shutdown()` does the same in the background.
+public final class MQTTClient: Sendable {
+    /// The configuration this client was built with.
+    public let configuration: MQTTConfiguration
+    /// Inbound messages for subscribed filters (bounded; single consumer).
+    public let messages: AsyncStream<MQTTMessage>
+    /// Connection state changes, in order (single consumer).
+    public let connectionEvents: AsyncStream<MQTTConnectionEvent>
+    private let core: ClientCore
+
+    /// Creates the libmosquitto handle and applies the configuration; does not connect yet.
+    public init(configuration: MQTTConfiguration) throws(MQTTError) {
+        try configuration.validate()
+        guard libraryInitResult == .mosqSuccess else { throw .library(libraryInitResult, "mosquitto_lib_init failed") }
+        self.configuration = configuration
+        let (messages, messageContinuation) = AsyncStream.makeStream(
+            of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(configuration.inboundBufferSize))
+        // Connection events are rare (bounded by the back-off) and must not be lost: keep the newest 256.
+        let (events, eventContinuation) = AsyncStream.makeStream(
+            of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(256))
+        self.messages = messages
+        self.connectionEvents = events
+        let box = CallbackBox(messages: messageContinuation, events: eventContinuation)
+        self.core = try ClientCore(configuration: configuration, box: box)
+    }
+
+    deinit {
+        core.requestStop()
+    }
+
+    /// Starts the network thread, which connects and keeps reconnecting until `shutdown()`. Idempotent.
+    public func start() {
+        core.start()
+    }
+
+    /// True between a successful CONNACK and the next disconnect.
+    public var isConnected: Bool { core.box.isConnected.load(ordering: .relaxed) }
+
+    /// Inbound messages dropped because the consumer fell behind.
+    public var droppedInboundMessages: Int { core.box.droppedMessages.load(ordering: .relaxed) }
+
+    /// Publishes without waiting; safe from any thread. QoS 1/2 while disconnected is queued by
+    /// libmosquitto and sent after reconnect (`.queued`: do not publish it again).
+    @discardableResult
+    public func publish(_ topic: String, _ payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false,
+                        properties: MQTTPublishProperties = .init()) -> MQTTPublishResult {
+        payload.withUnsafeBytes { bytes in
+            core.publish(topic, bytes, qos: qos, retain: retain, properties: properties, mid: nil)
+        }
+    }
+
+    /// Publishes a UTF-8 payload without copying it; see `publish(_:_:qos:retain:properties:)`.
+    @discardableResult
+    public func publish(_ topic: String, _ payload: String, qos: MQTTQoS = .atMostOnce, retain: Bool = false,
+                        properties: MQTTPublishProperties = .init()) -> MQTTPublishResult {
+        var payload = payload
+        return payload.withUTF8 { utf8 in
+            core.publish(topic, UnsafeRawBufferPointer(utf8), qos: qos, retain: retain, properties: properties, mid: nil)
+        }
+    }
+
+    /// Publishes and waits until the broker acknowledges it (PUBACK/PUBCOMP; for QoS 0: written to the socket).
+    /// Throws `.timeout` if that does not happen in time (a queued QoS>0 message stays queued).
+    public func publishAndWait(_ topic: String, _ payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
+                               properties: MQTTPublishProperties = .init(), timeout: Duration) async throws(MQTTError) {
+        let completion = await core.awaitAcknowledgement(timeout: timeout) { mid in
+            let result = payload.withUnsafeBytes { bytes in
+                core.publish(topic, bytes, qos: qos, retain: retain, properties: properties, mid: mid)
+            }
+            switch result {
+            case .sent, .queued: return nil
+            case .droppedNotConnected: return MQTTError(kind: .notConnected, message: "QoS 0 publish dropped: not connected")
+            case .failed(let error): return error
+            }
+        }
+        switch completion {
+        case .published(let reason) where reason >= 0x80: throw .rejected(reason, "broker rejected publish to \(topic)")
+        case .published, .subscribed: return
+        case .failed(let error): throw error
+        }
+    }
+
+    /// Publishes a UTF-8 payload and waits for the acknowledgement; see the `[UInt8]` variant.
+    public func publishAndWait(_ topic: String, _ payload: String, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
+                               properties: MQTTPublishProperties = .init(), timeout: Duration) async throws(MQTTError) {
+        try await publishAndWait(topic, Array(payload.utf8), qos: qos, retain: retain, properties: properties,
+                                 timeout: timeout)
+    }
+
+    /// Sends SUBSCRIBE without waiting for SUBACK; throws `.notConnected` while disconnected.
+    public func subscribe(_ filters: [String], qos: MQTTQoS = .atLeastOnce) throws(MQTTError) {
+        if let error = core.subscribe(filters, qos: qos, mid: nil) { throw error }
+    }
+
+    /// Subscribes and waits for SUBACK; returns the granted QoS per filter, throws `.rejected` if any was refused.
+    @discardableResult
+    public func subscribeAndWait(_ filters: [String], qos: MQTTQoS = .atLeastOnce,
+                                 timeout: Duration = .seconds(5)) async throws(MQTTError) -> [MQTTQoS] {
+        let completion = await core.awaitAcknowledgement(timeout: timeout) { mid in
+            core.subscribe(filters, qos: qos, mid: mid)
+        }
+        switch completion {
+        case .subscribed(let granted):
+            if let refused = granted.first(where: { $0 >= 0x80 }) {
+                throw .rejected(refused, "broker refused subscription to \(filters.joined(separator: ", "))")
+            }
+            return granted.map { MQTTQoS(rawValue: $0) ?? .atMostOnce }
+        case .published: return []
+        case .failed(let error): throw error
+        }
+    }
+
+    /// Sends UNSUBSCRIBE without waiting; throws `.notConnected` while disconnected.
+    public func unsubscribe(_ filters: [String]) throws(MQTTError) {
+        if let error = core.unsubscribe(filters) { throw error }
+    }
+
+    /// Disconnects cleanly (no will), stops the network thread, frees libmosquitto and finishes the streams.
+    /// Idempotent; waits at most `disconnectTimeout` + 2 s (a thread stuck in a blocking connect cleans up later).
+    public func shutdown() async {
+        core.requestStop()
+        await core.waitUntilFinished(timeout: configuration.disconnectTimeout + .seconds(2))
+    }
+}
+
+/// Owns the libmosquitto handle. The handle lives in `state`; publishers hold that lock during the
+/// (non-blocking, threaded-mode) libmosquitto call, so `mosquitto_destroy` can never race with them.
+final class ClientCore: Sendable {
+    let configuration: MQTTConfiguration
+    let box: CallbackBox
+    private let state: Mutex<State>
+    private let stopRequested = Atomic<Bool>(false)
+    private let sleeper = InterruptibleSleep()
+    private let finished = Mutex<FinishState>(FinishState())
+    private let isV5: Bool
+
+    /// The libmosquitto handle; Sendable because every use is under `state`'s lock or on the network thread.
+    private struct Handle: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    private struct State {
+        var handle: Handle?
+        var userdata: Unmanaged<CallbackBox>?
+        var started = false
+    }
+
+    private struct FinishState {
+        var done = false
+        var nextID = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    /// Network-loop select timeout: only bounds how fast a stop is noticed when nothing else wakes the loop.
+    private static let loopTimeoutMilliseconds: Int32 = 500
+
+    init(configuration: MQTTConfiguration, box: CallbackBox) throws(MQTTError) {
+        self.configuration = configuration
+        self.box = box
+        self.isV5 = configuration.protocolVersion == .v5
+        let userdata = Unmanaged.passRetained(box)
+        guard let handle = mosquitto_new(configuration.clientID, true, userdata.toOpaque()) else {
+            userdata.release()
+            throw MQTTError(kind: .library, code: errno, message: "mosquitto_new failed: \(String(cString: strerror(errno)))")
+        }
+        do {
+            try Self.configure(handle, configuration)
+        } catch {
+            mosquitto_destroy(handle)
+            userdata.release()
+            throw error
+        }
+        installCallbacks(on: handle)
+        state = Mutex(State(handle: Handle(pointer: handle), userdata: userdata))
+    }
+
+    private static func configure(_ handle: OpaquePointer, _ configuration: MQTTConfiguration) throws(MQTTError) {
+        func check(_ rc: Int32, _ what: String) throws(MQTTError) {
+            if rc != .mosqSuccess { throw .library(rc, what) }
+        }
+        let version = configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
+        try check(mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, version), "setting protocol version")
+        try check(mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.maxInflight)), "setting max in-flight")
+        // Publishes from other threads are queued and wake our loop instead of writing to the socket.
+        try check(mosquitto_threaded_set(handle, true), "enabling threaded mode")
+        if let username = configuration.username {
+            // The password goes straight to libmosquitto; it is never part of any message we build.
+            try check(mosquitto_username_pw_set(handle, username, configuration.password), "setting credentials")
+        }
+        if configuration.broker.usesTLS {
+            let tls = configuration.tls ?? MQTTTLSOptions()
+            if tls.caFile == nil {
+                try check(mosquitto_int_option(handle, MOSQ_OPT_TLS_USE_OS_CERTS, 1), "enabling OS CA certificates")
+            }
+            if tls.caFile != nil || tls.certificateFile != nil {
+                // libmosquitto needs a CA file or directory here; fall back to the OS directory.
+                let caPath: String? = tls.caFile == nil ? "/etc/ssl/certs" : nil
+                try check(mosquitto_tls_set(handle, tls.caFile, caPath, tls.certificateFile, tls.keyFile, nil),
+                          "configuring TLS certificates")
+            }
+        }
+        if let will = configuration.will {
+            let rc = will.payload.withUnsafeBytes { bytes in
+                mosquitto_will_set_v5(handle, will.topic, Int32(bytes.count), bytes.baseAddress, will.qos.rawValue,
+                                      will.retain, nil)
+            }
+            try check(rc, "setting the will")
+        }
+    }
+
+    // MARK: lifecycle
+
+    func start() {
+        let shouldStart = state.withLock { state in
+            guard !state.started, state.handle != nil, !stopRequested.load(ordering: .sequentiallyConsistent) else {
+                return false
+            }
+            state.started = true
+            return true
+        }
+        guard shouldStart else { return }
+        if !startDetachedThread({ self.runNetworkLoop() }) {
+            box.events.yield(.connectFailed(MQTTError(kind: .library, message: "could not start the network thread"),
+                                            retryIn: .zero))
+            destroy()
+        }
+    }
+
+    /// Asks the network thread to disconnect cleanly and end; destroys at once if it never started.
+    func requestStop() {
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+        let neverStarted = state.withLock { state in
+            // The DISCONNECT also wakes the loop's select() at once.
+            if let handle = state.handle, state.started { _ = mosquitto_disconnect_v5(handle.pointer, 0, nil) }
+            return !state.started
+        }
+        sleeper.interrupt()
+        if neverStarted { destroy() }
+    }
+
+    func waitUntilFinished(timeout: Duration) async {
+        let id: Int? = finished.withLock { finish in
+            guard !finish.done else { return nil }
+            finish.nextID += 1
+            return finish.nextID
+        }
+        guard let id else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        let resumeNow = self.finished.withLock { finish in
+                            if finish.done || Task.isCancelled { return true }
+                            finish.waiters[id] = continuation
+                            return false
+                        }
+                        if resumeNow { continuation.resume() }
+                    }
+                } onCancel: {
+                    self.finished.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+                }
+            }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Frees libmosquitto (no callbacks can follow), then ends the streams and releases the userdata.
+    private func destroy() {
+        let taken: (OpaquePointer, Unmanaged<CallbackBox>?)? = state.withLock { state in
+            guard let handle = state.handle else { return nil }
+            defer {
+                state.handle = nil
+                state.userdata = nil
+            }
+            return (handle.pointer, state.userdata)
+        }
+        guard let (handle, userdata) = taken else { return }
+        mosquitto_destroy(handle)
+        box.close()
+        userdata?.release()
+        let waiters = finished.withLock { finish in
+            finish.done = true
+            defer { finish.waiters.removeAll() }
+            return Array(finish.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: network thread
+
+    private func runNetworkLoop() {
+        // Only this thread calls connect/loop; other threads only queue work through libmosquitto.
+        guard let handle = state.withLock({ $0.handle })?.pointer else { return }
+        var backoff = ReconnectBackoff(policy: configuration.reconnect)
+        var connectParametersStored = false
+        let broker = configuration.broker
+        let keepAlive = Int32(configuration.keepAlive.wholeSeconds)
+
+        connection: while !stopRequested.load(ordering: .sequentiallyConsistent) {
+            box.lastRefusal.store(0, ordering: .sequentiallyConsistent)
+            var rc = connectParametersStored
+                ? mosquitto_reconnect(handle)
+                : mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, nil)
+            let connectFailure: MQTTError? = rc == .mosqSuccess
+                ? nil : .library(rc, "connecting to \(broker) failed")
+            connectParametersStored = connectParametersStored || rc != .mosqInvalid
+
+            if rc == .mosqSuccess {
+                var disconnectDeadline: ContinuousClock.Instant?
+                while true {
+                    rc = mosquitto_loop(handle, Self.loopTimeoutMilliseconds, 1)
+                    if stopRequested.load(ordering: .sequentiallyConsistent) {
+                        if disconnectDeadline == nil {
+                            // Covers a stop that raced with connect; a second DISCONNECT is harmless.
+                            _ = mosquitto_disconnect_v5(handle, 0, nil)
+                            disconnectDeadline = .now + configuration.disconnectTimeout
+                        }
+                        if rc != .mosqSuccess || disconnectDeadline.map({ .now >= $0 }) == true { break connection }
+                    }
+                    if rc != .mosqSuccess { break }
+                }
+            }
+            if stopRequested.load(ordering: .sequentiallyConsistent) { break }
+
+            let wasConnected = box.connectedSinceLastCheck.exchange(false, ordering: .sequentiallyConsistent)
+            if wasConnected { backoff.reset() }
+            let delay = backoff.nextDelay()
+            if !wasConnected {
+                let refusal = box.lastRefusal.load(ordering: .sequentiallyConsistent)
+                let error = refusal != 0 ? .rejected(refusal, "broker \(broker) refused the connection")
+                    : connectFailure ?? .library(rc, "connection to \(broker) closed before CONNACK")
+                box.events.yield(.connectFailed(error, retryIn: delay))
+            }
+            sleeper.sleep(for: delay)
+        }
+        destroy()
+    }
+
+    // MARK: operations (any thread)
+
+    func publish(_ topic: String, _ payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool,
+                 properties: MQTTPublishProperties, mid: UnsafeMutablePointer<Int32>?) -> MQTTPublishResult {
+        guard payload.count <= 268_435_455 else {
+            return .failed(MQTTError(kind: .invalidConfiguration, code: Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue),
+                                     message: "payload of \(payload.count) bytes exceeds the MQTT maximum"))
+        }
+        return state.withLock { state -> MQTTPublishResult in
+            guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else {
+                return .failed(.shutDownError)
+            }
+            var propertyList: OpaquePointer?
+            defer { if propertyList != nil { mosquitto_property_free_all(&propertyList) } }
+            if isV5, !properties.isEmpty {
+                if let error = Self.build(properties, into: &propertyList) { return .failed(error) }
+            }
+            let rc = mosquitto_publish_v5(handle.pointer, mid, topic, Int32(payload.count), payload.baseAddress,
+                                          qos.rawValue, retain, propertyList)
+            switch rc {
+            case .mosqSuccess: return .sent
+            case .mosqNoConnection: return qos == .atMostOnce ? .droppedNotConnected : .queued
+            default: return .failed(.library(rc, "publish to \(topic) failed"))
+            }
+        }
+    }
+
+    private static func build(_ properties: MQTTPublishProperties, into list: inout OpaquePointer?) -> MQTTError? {
+        var rc = Int32.mosqSuccess
+        if let responseTopic = properties.responseTopic {
+            rc = mosquitto_property_add_string(&list, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), responseTopic)
+        }
+        if rc == .mosqSuccess, let data = properties.correlationData {
+            guard data.count <= Int(UInt16.max) else {
+                return MQTTError(kind: .invalidConfiguration, message: "correlation data longer than 65535 bytes")
+            }
+            rc = data.withUnsafeBytes { bytes in
+                mosquitto_property_add_binary(&list, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), bytes.baseAddress,
+                                              UInt16(bytes.count))
+            }
+        }
+        if rc == .mosqSuccess, let expiry = properties.messageExpiryInterval {
+            rc = mosquitto_property_add_int32(&list, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
+        }
+        return rc == .mosqSuccess ? nil : .library(rc, "building publish properties")
+    }
+
+    func subscribe(_ filters: [String], qos: MQTTQoS, mid: UnsafeMutablePointer<Int32>?) -> MQTTError? {
+        guard !filters.isEmpty else { return MQTTError(kind: .invalidConfiguration, message: "no topic filter given") }
+        return withCStrings(filters) { pointers in
+            state.withLock { state -> MQTTError? in
+                guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
+                let rc = mosquitto_subscribe_multiple(handle.pointer, mid, Int32(pointers.count), pointers.baseAddress,
+                                                      qos.rawValue, 0, nil)
+                return Self.operationError(rc, "subscribe to \(filters.joined(separator: ", "))")
+            }
+        }
+    }
+
+    func unsubscribe(_ filters: [String]) -> MQTTError? {
+        guard !filters.isEmpty else { return MQTTError(kind: .invalidConfiguration, message: "no topic filter given") }
+        return withCStrings(filters) { pointers in
+            state.withLock { state -> MQTTError? in
+                guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
+                let rc = mosquitto_unsubscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, nil)
+                return Self.operationError(rc, "unsubscribe from \(filters.joined(separator: ", "))")
+            }
+        }
+    }
+
+    private static func operationError(_ rc: Int32, _ what: String) -> MQTTError? {
+        switch rc {
+        case .mosqSuccess: nil
+        case .mosqNoConnection: MQTTError(kind: .notConnected, code: rc, message: "\(what): not connected")
+        default: .library(rc, what)
+        }
+    }
+
+    /// Runs `start` (which stores the mid) and waits for its acknowledgement or `timeout`.
+    func awaitAcknowledgement(timeout: Duration,
+                              _ start: (UnsafeMutablePointer<Int32>) -> MQTTError?) async -> Completion {
+        guard box.beginRegistration() else { return .failed(.shutDownError) }
+        var mid: Int32 = 0
+        if let error = start(&mid) {
+            box.abandonRegistration()
+            return .failed(error)
+        }
+        let timeoutError = MQTTError(kind: .timeout, message: "no acknowledgement within \(timeout)")
+        let box = self.box
+        let messageID = mid
+        return await withTaskGroup(of: Completion?.self) { group in
+            group.addTask { await box.waitForCompletion(mid: messageID, cancellationError: timeoutError) }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            var result: Completion = .failed(timeoutError)
+            if let first = await group.next(), let completion = first {
+                result = completion
+            }
+            group.cancelAll()
+            // When the timer won, the waiter resumes with the timeout error after cancellation.
+            if case .failed = result, let second = await group.next(), let completion = second {
+                result = completion
+            }
+            return result
+        }
+    }
+}
+
+/// Calls `body` with a C array of C strings that stay valid for its duration.
+private func withCStrings<Result>(_ strings: [String],
+                                  _ body: (UnsafeBufferPointer<UnsafeMutablePointer<CChar>?>) -> Result) -> Result {
+    let pointers = strings.map { strdup($0) }
+    defer { pointers.forEach { free($0) } }
+    return pointers.withUnsafeBufferPointer(body)
+}

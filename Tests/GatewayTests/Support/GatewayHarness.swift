@@ -1,0 +1,81 @@
+import Foundation
+@testable import Gateway
+import GatewayTesting
+import Logging
+import MQTT
+import ServiceLifecycle
+
+/// A real gateway (the same services `lbs-gateway run` starts) against a real broker, in-process.
+final class GatewayHarness: Sendable {
+    let broker: MosquittoBroker
+    let directory: TemporaryDirectory
+    let config: GatewayConfig
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    static func start(
+        broker existing: MosquittoBroker? = nil, directory existingDirectory: TemporaryDirectory? = nil,
+        mqtt mqttExtra: String = "", yaml extra: String = "", vendors: String = "  - {type: demo, id: demo, poll_interval: 3600}", storage: Bool = false
+    ) async throws -> GatewayHarness {
+        let broker: MosquittoBroker
+        if let existing { broker = existing } else { broker = try await MosquittoBroker.started() }
+        let directory = try existingDirectory ?? TemporaryDirectory()
+        let yaml = """
+        mqtt:
+          url: \(broker.url)
+          client_id: gw-\(UInt32.random(in: 0...UInt32.max))
+          reconnect_min_delay: 0.1
+          reconnect_max_delay: 0.5
+        \(mqttExtra.isEmpty ? "" : "  " + mqttExtra)
+        homeassistant:
+          republish_delay: 0.2
+        \(storage ? "storage: {path: \(directory.file("gateway.sqlite"))}" : "")
+        \(extra)
+        vendors:
+        \(vendors)
+        """
+        let config = try ConfigLoader.parse(yaml: yaml).get()
+        var logger = Logger(label: "gateway-under-test")
+        logger.logLevel = .warning
+        let services = try GatewayService.services(config: config, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+        let task = Task { try await group.run() }
+        return GatewayHarness(broker: broker, directory: directory, config: config, group: group, task: task)
+    }
+
+    private init(broker: MosquittoBroker, directory: TemporaryDirectory, config: GatewayConfig, group: ServiceGroup, task: Task<Void, any Error>) {
+        self.broker = broker
+        self.directory = directory
+        self.config = config
+        self.group = group
+        self.task = task
+    }
+
+    /// The same path as SIGTERM: graceful shutdown of the service group.
+    func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = await task.result
+    }
+
+    func observer(_ filters: String...) async throws -> TestMQTTClient {
+        let client = try await TestMQTTClient.connect(to: broker.url)
+        for filter in filters { try await client.subscribe(filter) }
+        return client
+    }
+}
+
+/// Where `swift build` put the `lbs-gateway` executable (next to the test bundle).
+enum Binaries {
+    static var gateway: String? {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lbs-gateway").path,
+            (Fixtures.packageRoot() ?? ".") + "/.build/debug/lbs-gateway",
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+extension MQTTMessage {
+    var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any] }
+    var text: String { String(decoding: payload, as: UTF8.self) }
+}
