@@ -92,7 +92,7 @@ let package = Package(
         .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
         .testTarget(
             name: "VendorTests",
-            dependencies: ["Vendors", "ConsciousnessSimulator", "GatewayTesting"],
+            dependencies: ["Vendors", "ConsciousnessSimulator", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,65 @@
+import GatewayModel
+import Resilience
+
+/// Options of a `type: consciousness` vendor entry (validated by the gateway's config loader).
+public struct ConsciousnessOptions: Sendable {
+    /// The server root, e.g. `http://localhost:8000` (a trailing `/api/v1` is accepted and ignored).
+    public var url: String
+    public var username: String
+    /// Never logged: `VendorSecret` redacts itself everywhere.
+    public var password: VendorSecret
+    /// Requested time between polls; a quota may stretch it.
+    public var pollInterval: Duration
+    /// Limit for one HTTP exchange.
+    public var timeout: Duration
+    /// Declared request budgets; nil means unlimited.
+    public var quota: QuotaScheduler.Budgets?
+    public var breaker: CircuitBreaker.Settings
+    public var retry: RetryPolicy
+
+    public init(
+        url: String, username: String, password: VendorSecret, pollInterval: Duration = .seconds(30),
+        timeout: Duration = .seconds(10), quota: QuotaScheduler.Budgets? = nil, breaker: CircuitBreaker.Settings = .init(),
+        retry: RetryPolicy = ConsciousnessOptions.defaultRetry
+    ) {
+        self.url = url
+        self.username = username
+        self.password = password
+        self.pollInterval = pollInterval
+        self.timeout = timeout
+        self.quota = quota
+        self.breaker = breaker
+        self.retry = retry
+    }
+
+    /// Three attempts with up to 10 s of jitter; a `Retry-After` is honoured up to 2 min, and a call gives
+    /// up rather than wait past a minute (the next poll comes anyway).
+    public static let defaultRetry = RetryPolicy(
+        maxAttempts: 3, baseDelay: .seconds(1), maxDelay: .seconds(10), retryAfterCap: .seconds(120), maxElapsed: .seconds(60)
+    )
+
+    /// `<root>/api/v1` without a trailing slash.
+    public var apiBase: String {
+        var root = url
+        while root.hasSuffix("/") { root.removeLast() }
+        if root.hasSuffix("/api/v1") { root.removeLast("/api/v1".count) }
+        return root + "/api/v1"
+    }
+
+    /// True for an absolute `http://` or `https://` URL with a host.
+    public static func isValidURL(_ url: String) -> Bool {
+        let lower = url.lowercased()
+        for scheme in ["http://", "https://"] where lower.hasPrefix(scheme) {
+            let rest = lower.dropFirst(scheme.count)
+            let host = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            return !host.isEmpty && !host.contains("@") && !rest.contains(" ")
+        }
+        return false
+    }
+
+    /// The environment variable read when neither `password_file` nor `password_env` is given: `LBS_<ID>_PASSWORD`.
+    public static func defaultPasswordVariable(vendorID: String) -> String {
+        let id = vendorID.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" }
+        return "LBS_\(String(id))_PASSWORD"
+    }
+}

@@ -1,0 +1,344 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import CurlHTTP
+import GatewayModel
+import Resilience
+import Synchronization
+
+/// The `type: consciousness` vendor: the "house consciousness" backend (FastAPI prototype, seeds 001/002).
+///
+/// Polls `GET /api/v1/devices` and `GET /api/v1/consciousness/status` every poll interval (stretched by the
+/// quota), maps the seven device types and the house itself (`<id>_house`, a hub with awareness and emotion),
+/// switches devices with `PUT /devices/{id}/control` and batches with `POST /devices/batch-control`.
+/// Every request goes through one `VendorHTTP` (breaker, retry, quota, health).
+public final class ConsciousnessVendor: Vendor {
+    public let instanceID: String
+    public let typeName = "consciousness"
+    /// The resilient HTTP layer (breaker, quota, health) of this instance.
+    public let http: VendorHTTP
+    private let options: ConsciousnessOptions
+    private let sink: VendorEventSink
+    private let session: ConsciousnessSession
+    private let known = Mutex(Known())
+
+    /// What was last reported, so inventory and availability are only sent when they change.
+    private struct Known {
+        var inventory: [Device]?
+        var values: [String: [String: StateValue]] = [:]
+        var offline: Set<String> = []
+        /// Set when the backend has no status endpoint: the house device is then left out.
+        var houseUnsupported = false
+    }
+
+    /// Polls cost two requests: the device list and the house status.
+    static let pollCost = 2
+
+    public init(
+        instanceID: String, options: ConsciousnessOptions, sink: VendorEventSink, client: HTTPClient, time: TimeSource,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.instanceID = instanceID
+        self.options = options
+        self.sink = sink
+        let settings = VendorHTTP.Settings(
+            breaker: options.breaker, retry: options.retry,
+            quota: options.quota.map { QuotaScheduler.Settings(budgets: $0) }
+        )
+        http = VendorHTTP(vendorID: instanceID, client: client, settings: settings, sink: sink, time: time, now: now)
+        session = ConsciousnessSession(
+            http: http, apiBase: options.apiBase, username: options.username, password: options.password, timeout: options.timeout
+        )
+    }
+
+    /// Creates the vendor with its own HTTP client.
+    public convenience init(
+        instanceID: String, options: ConsciousnessOptions, sink: VendorEventSink,
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws(GatewayError) {
+        let client: HTTPClient
+        do {
+            client = try HTTPClient()
+        } catch {
+            throw GatewayError.internal("could not start the HTTP client: \(error.message)")
+        }
+        self.init(instanceID: instanceID, options: options, sink: sink, client: client, time: TimeSource(clock), now: now)
+    }
+
+    /// Successful logins so far.
+    public var loginCount: Int { Int(session.loginCount) }
+
+    /// The poll interval in force: the configured one, stretched so polls fit the quota's poll share;
+    /// nil when a budget leaves no room for polling at all.
+    public var effectivePollInterval: Duration? {
+        guard let quota = http.quota else { return options.pollInterval }
+        return quota.pollInterval(requested: options.pollInterval, cost: Self.pollCost)
+    }
+
+    // MARK: Vendor
+
+    public func run() async throws {
+        http.publishHealth()
+        while !Task.isCancelled {
+            if let interval = effectivePollInterval {
+                // Failures are reported through the vendor's health; the next poll tries again.
+                try? await poll()
+                try await http.time.sleep(for: interval)
+            } else {
+                // The declared budget is too small to poll; refreshes and commands still work.
+                try await http.time.sleep(for: .seconds(3600))
+            }
+        }
+    }
+
+    /// One poll: the device list, then the house status. Public so tests and tools can poll on demand.
+    public func poll() async throws(GatewayError) {
+        let devices = try await fetchDevices(use: .poll)
+        publish(devices, only: nil)
+        try await pollHouse(use: .poll)
+    }
+
+    public func refresh(_ device: DeviceID) async throws {
+        try await refreshDevice(device)
+    }
+
+    /// `refresh` with a typed error: the backend has no per-device GET, so the whole list is fetched.
+    public func refreshDevice(_ device: DeviceID) async throws(GatewayError) {
+        if device == ConsciousnessMapping.house(vendorID: instanceID).id {
+            try await pollHouse(use: .refresh)
+            return
+        }
+        let devices = try await fetchDevices(use: .refresh)
+        guard devices.contains(where: { $0.device.id == device }) else { throw GatewayError.unknownDevice(device.rawValue) }
+        publish(devices, only: device)
+    }
+
+    public func execute(_ command: DeviceCommand) async throws -> CommandOutcome {
+        try await executeCommand(command)
+    }
+
+    /// `execute` with a typed error. `turn_on`/`turn_off` are idempotent, so a retry after a timeout is safe.
+    public func executeCommand(_ command: DeviceCommand) async throws(GatewayError) -> CommandOutcome {
+        let action = try action(for: command)
+        var request = HTTPClientRequest(
+            method: .put, url: "\(options.apiBase)/devices/\(Self.pathSegment(command.vendorDeviceID))/control",
+            timeout: options.timeout
+        )
+        request.body = try Self.encode(WireControlRequest(action: action))
+        request.headers.set(name: "Content-Type", value: "application/json")
+        let answer = try await http.sendJSON(
+            request, as: WireControlAnswer.self, context: "control answer", use: .command, authorizer: session
+        )
+        if let status = answer.status?.lowercased(), status != "success" {
+            throw GatewayError(
+                .vendorRejected,
+                message: "Vendor '\(instanceID)' refused to \(action.replacing("_", with: " ")) '\(GatewayError.clip(command.vendorDeviceID))': "
+                    + GatewayError.clip(answer.message ?? status) + "."
+            )
+        }
+        guard let device = answer.device else {
+            // The served contract always returns the device; without it the switch is what we know.
+            let confirmed: [String: StateValue] = ["state": .string(action == "turn_on" ? "ON" : "OFF")]
+            remember(command.vendorDeviceID, confirmed)
+            return CommandOutcome(confirmed: confirmed)
+        }
+        let mapped = ConsciousnessMapping.map(device, vendorID: instanceID, now: http.now())
+        remember(device.id, mapped.values)
+        return CommandOutcome(confirmed: mapped.values)
+    }
+
+    /// Switches several devices in one request. Results are keyed by command id; commands that cannot be
+    /// expressed fail on their own, without being sent. Successful items are also reported as `.state` events.
+    public func executeBatch(_ commands: [DeviceCommand]) async -> [String: Result<CommandOutcome, GatewayError>] {
+        var results: [String: Result<CommandOutcome, GatewayError>] = [:]
+        var items: [(command: DeviceCommand, action: String)] = []
+        for command in commands {
+            do throws(GatewayError) {
+                items.append((command, try action(for: command)))
+            } catch {
+                results[command.id] = .failure(error)
+            }
+        }
+        guard !items.isEmpty else { return results }
+
+        let answer: WireBatchAnswer
+        do throws(GatewayError) {
+            var request = HTTPClientRequest(method: .post, url: "\(options.apiBase)/devices/batch-control", timeout: options.timeout)
+            request.body = try Self.encode(WireBatchRequest(devices: items.map { .init(deviceID: $0.command.vendorDeviceID, action: $0.action) }))
+            request.headers.set(name: "Content-Type", value: "application/json")
+            answer = try await http.sendJSON(request, as: WireBatchAnswer.self, context: "batch answer", use: .command, authorizer: session)
+        } catch {
+            for item in items { results[item.command.id] = .failure(error) }
+            return results
+        }
+
+        // Match results by device id; fall back to position when the backend omits ids.
+        var unused = Array(answer.results.indices)
+        let observed = http.now()
+        for (position, item) in items.enumerated() {
+            let index = unused.first { answer.results[$0].deviceID == item.command.vendorDeviceID }
+                ?? unused.first { answer.results[$0].deviceID == nil && $0 == position }
+            guard let index else {
+                results[item.command.id] = .failure(http.classifier.unexpectedShape(
+                    "no result for device \(item.command.vendorDeviceID)", context: "batch answer"))
+                continue
+            }
+            unused.removeAll { $0 == index }
+            let result = answer.results[index]
+            if result.status?.lowercased() == "success" {
+                let confirmed: [String: StateValue] = ["state": .string(item.action == "turn_on" ? "ON" : "OFF")]
+                remember(item.command.vendorDeviceID, confirmed)
+                sink.send(.state(item.command.device, confirmed, observedAt: observed))
+                results[item.command.id] = .success(CommandOutcome(confirmed: confirmed))
+            } else {
+                results[item.command.id] = .failure(GatewayError(
+                    .vendorRejected,
+                    message: "Vendor '\(instanceID)' refused to \(item.action.replacing("_", with: " ")) "
+                        + "'\(GatewayError.clip(item.command.vendorDeviceID))': \(GatewayError.clip(result.message ?? result.status ?? "no reason given"))."
+                ))
+            }
+        }
+        return results
+    }
+
+    // MARK: Requests
+
+    private func fetchDevices(use: QuotaScheduler.Use) async throws(GatewayError) -> [ConsciousnessMapping.Mapped] {
+        let request = HTTPClientRequest(url: "\(options.apiBase)/devices", timeout: options.timeout)
+        let list = try await http.sendJSON(request, as: WireDeviceList.self, context: "device list", use: use, authorizer: session)
+        let now = http.now()
+        var seen: Set<DeviceID> = []
+        // A duplicated backend id would give two devices one topic; the first wins.
+        return list.devices.map { ConsciousnessMapping.map($0, vendorID: instanceID, now: now) }.filter { seen.insert($0.device.id).inserted }
+    }
+
+    private func pollHouse(use: QuotaScheduler.Use) async throws(GatewayError) {
+        guard !known.withLock({ $0.houseUnsupported }) else { return }
+        let status: WireStatus
+        do throws(GatewayError) {
+            let request = HTTPClientRequest(url: "\(options.apiBase)/consciousness/status", timeout: options.timeout)
+            status = try await http.sendJSON(request, as: WireStatus.self, context: "consciousness status", use: use, authorizer: session)
+        } catch where error.code == .notFound {
+            // A backend without the consciousness routes: keep the devices, drop the house.
+            let inventory = known.withLock { known -> [Device]? in
+                known.houseUnsupported = true
+                return known.inventory
+            }
+            if let inventory { publishInventory(inventory.filter { $0.vendorDeviceID != ConsciousnessMapping.houseDeviceID }) }
+            return
+        }
+        var emotions: WireEmotion?
+        if status.emotionalState == nil {
+            let request = HTTPClientRequest(url: "\(options.apiBase)/consciousness/emotions", timeout: options.timeout)
+            emotions = try? await http.sendJSON(request, as: WireEmotions.self, context: "emotions", use: use, authorizer: session).current
+        }
+        let house = ConsciousnessMapping.house(vendorID: instanceID)
+        let values = ConsciousnessMapping.houseValues(status, emotions: emotions)
+        remember(house.vendorDeviceID, values)
+        sink.send(.state(house.id, values, observedAt: http.now()))
+    }
+
+    // MARK: Reporting
+
+    /// Reports the inventory when it changed, availability changes, and the state of every device (or only `only`).
+    private func publish(_ devices: [ConsciousnessMapping.Mapped], only: DeviceID?) {
+        let includeHouse = !known.withLock { $0.houseUnsupported }
+        let inventory = devices.map(\.device) + (includeHouse ? [ConsciousnessMapping.house(vendorID: instanceID)] : [])
+        publishInventory(inventory)
+        known.withLock { known in
+            for mapped in devices where only == nil || mapped.device.id == only {
+                let wasOffline = known.offline.contains(mapped.device.vendorDeviceID)
+                if mapped.online == wasOffline {
+                    if mapped.online { known.offline.remove(mapped.device.vendorDeviceID) } else { known.offline.insert(mapped.device.vendorDeviceID) }
+                    sink.send(.availability(mapped.device.id, online: mapped.online))
+                }
+                known.values[mapped.device.vendorDeviceID, default: [:]].merge(mapped.values) { _, new in new }
+                sink.send(.state(mapped.device.id, mapped.values, observedAt: mapped.observedAt))
+            }
+        }
+    }
+
+    private func publishInventory(_ inventory: [Device]) {
+        known.withLock { known in
+            guard known.inventory != inventory else { return }
+            known.inventory = inventory
+            sink.send(.inventory(vendorID: instanceID, devices: inventory))
+        }
+    }
+
+    private func remember(_ vendorDeviceID: String, _ values: [String: StateValue]) {
+        known.withLock { $0.values[vendorDeviceID, default: [:]].merge(values) { _, new in new } }
+    }
+
+    // MARK: Commands
+
+    /// The backend action for a command: it can only switch power, so only `state` can be set.
+    func action(for command: DeviceCommand) throws(GatewayError) -> String {
+        let device = GatewayError.clip(command.device.rawValue)
+        guard http.now() < command.expiresAt else { throw GatewayError.expired(commandID: command.id, expiredAt: command.expiresAt) }
+        guard !command.changes.isEmpty else {
+            throw GatewayError.invalidPayload("a command for '\(device)' needs at least one key, for example {\"state\":\"ON\"}")
+        }
+        let unsupported = command.changes.keys.filter { $0 != "state" }.sorted()
+        if !unsupported.isEmpty {
+            let why = unsupported.contains("lock") || unsupported.contains("cover")
+                ? "it reports locks and doors but cannot lock, unlock, open or close them"
+                : "it can only switch devices on and off"
+            throw GatewayError(
+                .vendorRejected,
+                message: "Vendor '\(instanceID)' cannot set \(unsupported.joined(separator: ", ")) on '\(device)': \(why).",
+                suggestion: "Send {\"state\":\"ON\"} or {\"state\":\"OFF\"}; other keys of this device are read-only in practice.",
+                retryable: false
+            )
+        }
+        let word: String
+        switch command.changes["state"] {
+        case .string(let text)?: word = text.uppercased()
+        case .bool(let flag)?: word = flag ? "ON" : "OFF"
+        default: throw GatewayError.invalidValue(key: "state", value: "\(command.changes["state"].map(\.description) ?? "null")", expected: "ON, OFF or TOGGLE")
+        }
+        switch word {
+        case "ON": return "turn_on"
+        case "OFF": return "turn_off"
+        case "TOGGLE":
+            let current = known.withLock { $0.values[command.vendorDeviceID]?["state"]?.string }
+            switch current {
+            case "ON": return "turn_off"
+            case "OFF": return "turn_on"
+            default:
+                throw GatewayError(
+                    .vendorRejected, message: "The state of '\(device)' is not known yet, so it cannot be toggled.",
+                    suggestion: "Send {\"state\":\"ON\"} or {\"state\":\"OFF\"}, or wait for the next poll."
+                )
+            }
+        default:
+            throw GatewayError.invalidValue(key: "state", value: word, expected: "ON, OFF or TOGGLE")
+        }
+    }
+
+    private static func encode(_ value: some Encodable) throws(GatewayError) -> Data {
+        do {
+            return try JSONEncoder().encode(value)
+        } catch {
+            throw GatewayError.internal("could not encode a request body")
+        }
+    }
+
+    /// Percent-encodes a backend id for use as one URL path segment (RFC 3986 unreserved characters stay).
+    static func pathSegment(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = String(byte, radix: 16, uppercase: true)
+                out += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return out
+    }
+}

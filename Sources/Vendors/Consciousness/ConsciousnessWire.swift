@@ -1,0 +1,174 @@
+/// The backend's JSON shapes (see `consciousness-backend.md`). Only this folder knows them.
+/// Decoding is lenient where the seeds and the running server differ, strict where the gateway needs a value.
+
+/// Any JSON value in a device's free-form `properties`.
+enum WireValue: Decodable, Sendable, Hashable {
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case null
+    /// An object or array: not mapped.
+    case other
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else {
+            self = .other
+        }
+    }
+
+    var number: Double? {
+        if case .number(let value) = self, value.isFinite { return value }
+        return nil
+    }
+
+    var bool: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    var string: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+}
+
+struct WireDevice: Decodable, Sendable {
+    var id: String
+    var name: String?
+    var type: String?
+    var status: String?
+    var location: String?
+    var properties: [String: WireValue]?
+    var lastSeen: String?
+
+    enum CodingKeys: String, CodingKey {
+        case id, name, type, status, location, properties
+        case lastSeen = "last_seen"
+    }
+}
+
+struct WireDeviceList: Decodable, Sendable {
+    var devices: [WireDevice]
+}
+
+struct WireLogin: Decodable, Sendable {
+    var accessToken: String
+    var expiresIn: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case accessToken = "access_token"
+        case expiresIn = "expires_in"
+    }
+}
+
+struct WireLoginRequest: Encodable {
+    var username: String
+    var password: String
+}
+
+struct WireControlRequest: Encodable {
+    var action: String
+
+    enum CodingKeys: String, CodingKey { case action, value }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(action, forKey: .action)
+        try container.encodeNil(forKey: .value)
+    }
+}
+
+struct WireControlAnswer: Decodable, Sendable {
+    var status: String?
+    var message: String?
+    var device: WireDevice?
+}
+
+struct WireBatchRequest: Encodable {
+    struct Item: Encodable {
+        var deviceID: String
+        var action: String
+
+        enum CodingKeys: String, CodingKey {
+            case deviceID = "device_id"
+            case action
+        }
+    }
+
+    var devices: [Item]
+}
+
+struct WireBatchAnswer: Decodable, Sendable {
+    struct Item: Decodable, Sendable {
+        /// `device_id` as served, or `id` as in the seed documents.
+        var deviceID: String?
+        var status: String?
+        var message: String?
+
+        enum CodingKeys: String, CodingKey {
+            case deviceID = "device_id"
+            case id, status, message, error
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            deviceID = try container.decodeIfPresent(String.self, forKey: .deviceID) ?? container.decodeIfPresent(String.self, forKey: .id)
+            status = try container.decodeIfPresent(String.self, forKey: .status)
+            message = try container.decodeIfPresent(String.self, forKey: .message) ?? (try? container.decodeIfPresent(String.self, forKey: .error))
+        }
+    }
+
+    var results: [Item]
+}
+
+struct WireEmotion: Decodable, Sendable {
+    var primary: String?
+    var arousal: Double?
+    var valence: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case primary, arousal, valence
+        case primaryEmotion = "primary_emotion"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        primary = try container.decodeIfPresent(String.self, forKey: .primary)
+            ?? container.decodeIfPresent(String.self, forKey: .primaryEmotion)
+        arousal = try container.decodeIfPresent(Double.self, forKey: .arousal)
+        valence = try container.decodeIfPresent(Double.self, forKey: .valence)
+    }
+}
+
+struct WireStatus: Decodable, Sendable {
+    var status: String?
+    var awarenessLevel: Double?
+    var emotionalState: WireEmotion?
+
+    enum CodingKeys: String, CodingKey {
+        case status
+        case awarenessLevel = "awareness_level"
+        case emotionalState = "emotional_state"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        status = try container.decodeIfPresent(String.self, forKey: .status)
+        awarenessLevel = try container.decodeIfPresent(Double.self, forKey: .awarenessLevel)
+        // The WebSocket variant sends the emotional state as a bare word.
+        emotionalState = try? container.decodeIfPresent(WireEmotion.self, forKey: .emotionalState)
+    }
+}
+
+struct WireEmotions: Decodable, Sendable {
+    var current: WireEmotion?
+}

@@ -1,0 +1,329 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import CurlHTTP
+import GatewayModel
+import Resilience
+import Synchronization
+
+/// Adds a vendor's credentials to its requests and renews them when the vendor refuses them.
+public protocol VendorAuthorizer: Sendable {
+    /// Makes sure usable credentials exist, logging in when there are none or they are about to expire.
+    /// Runs before the call takes a breaker permit, so a login never competes with the half-open probe.
+    func prepare() async throws(GatewayError)
+    /// Adds the current credentials to `request`; returns a tag naming them for `reauthenticate(after:)`.
+    func authorize(_ request: inout HTTPClientRequest) -> UInt64
+    /// The vendor refused the credentials tagged `tag`: get new ones, unless another call already did.
+    func reauthenticate(after tag: UInt64) async throws(GatewayError)
+}
+
+/// The resilient HTTP layer every network vendor instance owns exactly one of.
+///
+/// Every call (poll, refresh, command, login) goes through `send`/`sendJSON`, which run it under the
+/// instance's one circuit breaker, retry policy and optional quota (`resilientCall`), map transport
+/// failures and statuses to `GatewayError` through the `ErrorClassifier` only, and keep the vendor's
+/// health. A `.health` event goes out through the sink whenever the health state, the breaker state
+/// or the last error changes — not on every success.
+public final class VendorHTTP: Sendable {
+    public struct Settings: Sendable {
+        public var breaker: CircuitBreaker.Settings
+        public var retry: RetryPolicy
+        /// Request budgets; nil means unlimited.
+        public var quota: QuotaScheduler.Settings?
+        public var classifier: ErrorClassifier.Settings
+        /// Consecutive attempts that could not reach the vendor (connect failure, timeout) after which it is `down`
+        /// even before the breaker opens.
+        public var unreachableThreshold: Int
+
+        public init(
+            breaker: CircuitBreaker.Settings = .init(), retry: RetryPolicy = .init(), quota: QuotaScheduler.Settings? = nil,
+            classifier: ErrorClassifier.Settings = .init(), unreachableThreshold: Int = 3
+        ) {
+            self.breaker = breaker
+            self.retry = retry
+            self.quota = quota
+            self.classifier = classifier
+            self.unreachableThreshold = max(1, unreachableThreshold)
+        }
+    }
+
+    private struct Published: Equatable {
+        var state: VendorHealth.State
+        var breaker: String
+        var lastError: GatewayError?
+    }
+
+    private struct Tracking {
+        var lastSuccess: Date?
+        var lastError: GatewayError?
+        var lastAttemptFailed = false
+        var consecutiveUnreachable = 0
+        var published: Published?
+    }
+
+    public let vendorID: String
+    public let client: HTTPClient
+    public let breaker: CircuitBreaker
+    public let retry: RetryPolicy
+    public let quota: QuotaScheduler?
+    public let classifier: ErrorClassifier
+    /// The clock of breaker, quota and retry waits; vendors sleep between polls on it too.
+    public let time: TimeSource
+    /// Wall-clock time for health dates and `Retry-After` HTTP dates.
+    public let now: @Sendable () -> Date
+    private let unreachableThreshold: Int
+    private let sink: VendorEventSink
+    private let tracking = Mutex(Tracking())
+
+    public init(
+        vendorID: String, client: HTTPClient, settings: Settings, sink: VendorEventSink, time: TimeSource,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.vendorID = vendorID
+        self.client = client
+        self.sink = sink
+        self.time = time
+        self.now = now
+        breaker = CircuitBreaker(vendor: vendorID, settings: settings.breaker, time: time)
+        retry = settings.retry
+        quota = settings.quota.map { QuotaScheduler(vendor: vendorID, settings: $0, time: time) }
+        classifier = ErrorClassifier(vendor: vendorID, settings: settings.classifier)
+        unreachableThreshold = settings.unreachableThreshold
+    }
+
+    // MARK: Calls
+
+    /// Sends `request` resiliently; returns the response once the classifier accepts its status.
+    public func send(
+        _ request: HTTPClientRequest, use: QuotaScheduler.Use, expectsJSON: Bool = true, authorizer: (any VendorAuthorizer)? = nil
+    ) async throws(GatewayError) -> HTTPClientResponse {
+        try await call(request, use: use, authorizer: authorizer) { response throws(GatewayError) in
+            try self.check(response, expectsJSON: expectsJSON)
+            return response
+        }
+    }
+
+    /// Sends `request` resiliently and decodes its 2xx JSON body. A body that cannot be decoded (HTML page,
+    /// truncated JSON, wrong shape) is `malformed_response` and counts against the vendor; `context` names
+    /// what was expected ("device list") for the message.
+    public func sendJSON<T: Decodable>(
+        _ request: HTTPClientRequest, as type: T.Type, context: String, use: QuotaScheduler.Use,
+        authorizer: (any VendorAuthorizer)? = nil
+    ) async throws(GatewayError) -> T {
+        try await call(request, use: use, authorizer: authorizer) { response throws(GatewayError) in
+            try self.decode(type, from: response, context: context)
+        }
+    }
+
+    /// Classifies `response` and decodes its JSON body (no network; the building block of `sendJSON`).
+    public func decode<T: Decodable>(_ type: T.Type, from response: HTTPClientResponse, context: String) throws(GatewayError) -> T {
+        try check(response, expectsJSON: true)
+        do {
+            return try JSONDecoder().decode(type, from: response.body)
+        } catch {
+            throw classifier.classifyDecoding(error, context: context)
+        }
+    }
+
+    /// Throws the classifier's verdict for a response that is not a usable success.
+    public func check(_ response: HTTPClientResponse, expectsJSON: Bool) throws(GatewayError) {
+        var headers: [String: String] = [:]
+        for field in response.headers where headers[field.name] == nil { headers[field.name] = Self.trimmed(field.value) }
+        if let error = classifier.classify(
+            status: response.status, headers: headers, body: response.body, expectsJSON: expectsJSON, now: now()
+        ) {
+            throw error
+        }
+    }
+
+    private func call<T>(
+        _ request: HTTPClientRequest, use: QuotaScheduler.Use, authorizer: (any VendorAuthorizer)?,
+        interpret: (HTTPClientResponse) throws(GatewayError) -> T
+    ) async throws(GatewayError) -> T {
+        do throws(GatewayError) {
+            if let authorizer { try await authorizer.prepare() }
+            let credentials = CredentialsTag()
+            let reauthenticate = authorizer.map { Self.renewal(of: $0, credentials: credentials) }
+            let value = try await resilientCall(
+                breaker: breaker, retry: retry, quota: quota, use: use, time: time, reauthenticate: reauthenticate
+            ) { () async throws(GatewayError) -> T in
+                var attempt = request
+                if let authorizer { credentials.value = authorizer.authorize(&attempt) }
+                return try await self.attempt(attempt, interpret: interpret)
+            }
+            publishHealthIfChanged()
+            return value
+        } catch {
+            recordFinal(error)
+            publishHealthIfChanged()
+            throw error
+        }
+    }
+
+    /// The `reauthenticate` step of `resilientCall`: renew the credentials the failed attempt used.
+    private static func renewal(
+        of authorizer: any VendorAuthorizer, credentials: CredentialsTag
+    ) -> () async throws(GatewayError) -> Void {
+        return { () async throws(GatewayError) -> Void in
+            try await authorizer.reauthenticate(after: credentials.value)
+        }
+    }
+
+    /// One exchange with the vendor; its outcome feeds the health tracking.
+    private func attempt<T>(
+        _ request: HTTPClientRequest, interpret: (HTTPClientResponse) throws(GatewayError) -> T
+    ) async throws(GatewayError) -> T {
+        do throws(GatewayError) {
+            let response: HTTPClientResponse
+            do {
+                response = try await client.send(request)
+            } catch {
+                throw classifier.classify(Self.transportFailure(error), timeout: request.timeout)
+            }
+            let value = try interpret(response)
+            recordAttempt(nil)
+            return value
+        } catch {
+            recordAttempt(error)
+            throw error
+        }
+    }
+
+    /// Strips surrounding whitespace scalar by scalar: a trailing "\r\n" is ONE Character in Swift, so
+    /// Character-based trimming misses it (CurlHTTP currently hands values over with it).
+    static func trimmed(_ text: String) -> String {
+        let scalars = text.unicodeScalars
+        let isSpace: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+        guard let first = scalars.firstIndex(where: { !isSpace($0) }), let last = scalars.lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
+        return String(scalars[first...last])
+    }
+
+    /// `HTTPError` kinds in the classifier's vocabulary.
+    static func transportFailure(_ error: HTTPError) -> TransportFailure {
+        switch error.kind {
+        case .timeout: .timeout
+        case .connectFailed: .connectFailed
+        case .dnsFailed: .dnsFailed
+        case .tls: .tls
+        case .pinMismatch: .pinMismatch
+        case .responseTooLarge: .responseTooLarge
+        case .cancelled: .cancelled
+        case .invalidRequest, .other: .other(error.message)
+        }
+    }
+
+    // MARK: Health
+
+    private func recordAttempt(_ error: GatewayError?) {
+        let now = now()
+        tracking.withLock { tracking in
+            guard let error else {
+                tracking.lastSuccess = now
+                tracking.lastAttemptFailed = false
+                tracking.consecutiveUnreachable = 0
+                return
+            }
+            // A refused token is renewed by the caller; only a final refusal is news (see `recordFinal`).
+            guard !error.requiresReauthentication, error.code != .interrupted else { return }
+            tracking.lastError = error
+            tracking.lastAttemptFailed = true
+            let unreachable = error.code == .vendorUnreachable || error.code == .vendorTimeout
+            tracking.consecutiveUnreachable = unreachable ? tracking.consecutiveUnreachable + 1 : 0
+        }
+    }
+
+    /// The error a whole call ended with. Our own protections (breaker, quota) and cancellation say nothing
+    /// new about the vendor, so the cause that tripped them stays the last error.
+    private func recordFinal(_ error: GatewayError) {
+        switch error.code {
+        case .breakerOpen, .quotaExhausted, .interrupted:
+            return
+        default:
+            tracking.withLock { tracking in
+                tracking.lastError = error
+                tracking.lastAttemptFailed = true
+            }
+        }
+    }
+
+    /// The vendor's health now.
+    public var health: VendorHealth {
+        let snapshot = breaker.snapshot
+        let now = now()
+        return tracking.withLock { makeHealth($0, breaker: snapshot, now: now) }
+    }
+
+    /// Sends a `.health` event when state, breaker state or last error differ from the last one sent.
+    public func publishHealthIfChanged() {
+        publish(force: false)
+    }
+
+    /// Sends the current health unconditionally (e.g. when the vendor starts).
+    public func publishHealth() {
+        publish(force: true)
+    }
+
+    private func publish(force: Bool) {
+        let snapshot = breaker.snapshot
+        let now = now()
+        tracking.withLock { tracking in
+            let health = makeHealth(tracking, breaker: snapshot, now: now)
+            let key = Published(state: health.state, breaker: health.breaker, lastError: health.lastError)
+            guard force || tracking.published != key else { return }
+            tracking.published = key
+            // Sent under the lock so concurrent calls cannot reorder health events.
+            sink.send(.health(health))
+        }
+    }
+
+    private func makeHealth(_ tracking: Tracking, breaker snapshot: CircuitBreaker.Snapshot, now: Date) -> VendorHealth {
+        let state: VendorHealth.State
+        if snapshot.state == .open || tracking.consecutiveUnreachable >= unreachableThreshold {
+            state = .down
+        } else if snapshot.state == .halfOpen || tracking.lastAttemptFailed || snapshot.failuresInWindow > 0 {
+            state = .degraded
+        } else {
+            state = .ok
+        }
+        var usage: [String: [String: Double]] = [:]
+        for window in quota?.snapshot ?? [] {
+            usage[window.window.rawValue] = [
+                "used": Double(window.used), "limit": Double(window.limit), "poll_limit": Double(window.pollLimit),
+                "resets_at": (now.timeIntervalSince1970 + window.resetsIn.seconds).rounded(),
+            ]
+        }
+        return VendorHealth(
+            vendorID: vendorID, state: state, breaker: snapshot.state.rawValue, lastSuccess: tracking.lastSuccess,
+            lastError: tracking.lastError, nextAttempt: snapshot.nextAttemptIn.map { now.addingTimeInterval($0.seconds) },
+            quota: usage
+        )
+    }
+}
+
+/// The tag of the credentials the latest attempt of one call used.
+private final class CredentialsTag: Sendable {
+    private let tag = Mutex<UInt64>(0)
+
+    var value: UInt64 {
+        get { tag.withLock { $0 } }
+        set { tag.withLock { $0 = newValue } }
+    }
+}
+
+extension Duration {
+    /// Seconds as a floating-point number.
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    /// A duration from floating-point seconds (non-finite or negative values give zero).
+    static func fromSeconds(_ seconds: Double) -> Duration {
+        guard seconds.isFinite, seconds > 0 else { return .zero }
+        return .milliseconds(Int64((min(seconds, 3_153_600_000) * 1000).rounded()))
+    }
+}

@@ -1,0 +1,98 @@
+import ConsciousnessSimulator
+import CurlHTTP
+import Foundation
+import GatewayModel
+import GatewayTesting
+import Resilience
+import Synchronization
+import Testing
+import Vendors
+
+/// Everything a vendor reported, in order.
+final class EventLog: Sendable {
+    private let events = Mutex<[VendorEvent]>([])
+
+    var sink: VendorEventSink { VendorEventSink { [self] event in events.withLock { $0.append(event) } } }
+
+    var all: [VendorEvent] { events.withLock { $0 } }
+
+    var inventories: [[Device]] {
+        all.compactMap { if case .inventory(_, let devices) = $0 { devices } else { nil } }
+    }
+
+    var health: [VendorHealth] {
+        all.compactMap { if case .health(let health) = $0 { health } else { nil } }
+    }
+
+    /// The merged latest values per device.
+    var states: [DeviceID: [String: StateValue]] {
+        var merged: [DeviceID: [String: StateValue]] = [:]
+        for case .state(let id, let values, _) in all { merged[id, default: [:]].merge(values) { _, new in new } }
+        return merged
+    }
+
+    func observedAt(_ id: DeviceID) -> Date? {
+        all.reversed().lazy.compactMap { if case .state(id, _, let at) = $0 { at } else { nil } }.first
+    }
+
+    func clear() { events.withLock { $0.removeAll() } }
+}
+
+/// A running simulator plus a vendor pointed at it, on an injected clock.
+struct Rig {
+    static let vendorID = "consciousness"
+
+    let simulator: ConsciousnessSimulator
+    let vendor: ConsciousnessVendor
+    let clock: ManualClock
+    let log: EventLog
+    let password: String
+
+    /// Starts a simulator on a free loopback port and a vendor with test-friendly defaults (no retries).
+    static func start(
+        expiresIn: Int = 3600, loginPassword: String? = nil, timeout: Duration = .seconds(5),
+        quota: QuotaScheduler.Budgets? = nil, pollInterval: Duration = .seconds(30),
+        breaker: CircuitBreaker.Settings = CircuitBreaker.Settings(window: .seconds(60), minimumCalls: 3, failureRatio: 0.5, openDuration: .seconds(30)),
+        retry: RetryPolicy = .none
+    ) async throws -> Rig {
+        let password = "pw-\(UUID().uuidString)"
+        let simulator = ConsciousnessSimulator(configuration: .init(password: password, expiresIn: expiresIn))
+        try await simulator.start()
+        let clock = ManualClock()
+        let log = EventLog()
+        let options = ConsciousnessOptions(
+            url: await simulator.baseURL, username: "admin", password: VendorSecret(loginPassword ?? password),
+            pollInterval: pollInterval, timeout: timeout, quota: quota, breaker: breaker, retry: retry
+        )
+        let vendor = try ConsciousnessVendor(instanceID: vendorID, options: options, sink: log.sink, clock: clock)
+        return Rig(simulator: simulator, vendor: vendor, clock: clock, log: log, password: password)
+    }
+
+    func id(_ vendorDeviceID: String) -> DeviceID {
+        DeviceID(vendorInstance: Self.vendorID, vendorDeviceID: vendorDeviceID)
+    }
+
+    func command(_ vendorDeviceID: String, _ changes: [String: StateValue], id: String = UUID().uuidString) -> DeviceCommand {
+        DeviceCommand(
+            id: id, device: self.id(vendorDeviceID), vendorID: Self.vendorID, vendorDeviceID: vendorDeviceID,
+            changes: changes, issuedAt: Date(), expiresAt: Date().addingTimeInterval(300)
+        )
+    }
+
+    func stop() async {
+        vendor.http.client.shutdown()
+        await simulator.stop()
+    }
+}
+
+/// Runs `body` and returns the `GatewayError` it threw (nil if it succeeded).
+func gatewayError(_ body: () async throws -> Void) async -> GatewayError? {
+    do {
+        try await body()
+        return nil
+    } catch let error as GatewayError {
+        return error
+    } catch {
+        return GatewayError.internal("not a GatewayError: \(error)")
+    }
+}
