@@ -152,7 +152,8 @@ public enum ConfigLoader {
                 }
                 let poll = reader.number(item["poll_interval"], at: "\(path).poll_interval", range: 0.05...86_400)
                 guard let type, let id else { continue }
-                let settings = VendorSettings(type: type, id: id, pollInterval: poll, options: item, path: path)
+                var settings = VendorSettings(type: type, id: id, pollInterval: poll, options: item, path: path)
+                settings.baseDirectory = baseDirectory
                 VendorCatalog.validate(settings, reader: &reader, environment: environment, baseDirectory: baseDirectory)
                 vendors.append(settings)
             }

@@ -85,6 +85,8 @@ public struct VendorSettings: Sendable {
     public var options: ConfigNode
     /// Key path of this entry in the file (`vendors[1]`), for the vendor's own error messages.
     public var path: String
+    /// The config file's directory: relative paths in the entry (`password_file`) are relative to it.
+    public var baseDirectory: String = ""
 
     public init(type: String, id: String, pollInterval: Double? = nil, options: ConfigNode = .mapping([]), path: String = "vendors[0]") {
         self.type = type

@@ -35,9 +35,8 @@ public enum VendorCatalog {
             )
             return DemoVendor(instanceID: settings.id, options: options, sink: sink, clock: context.clock, now: context.now)
         case "consciousness":
-            // `make` has no config directory: a relative password_file resolves against the working directory.
             guard let options = consciousnessOptions(
-                settings, reader: &reader, environment: ProcessInfo.processInfo.environment, baseDirectory: ""
+                settings, reader: &reader, environment: ProcessInfo.processInfo.environment, baseDirectory: settings.baseDirectory
             ) else {
                 throw ConfigLoader.Failure(problems: reader.problems)
             }
