@@ -211,6 +211,7 @@ actor SimulatorLifecycle {
         self.server = nil
         await server.stop(timeout: 0)
         runTask?.cancel()
+        _ = await runTask?.result
         runTask = nil
     }
 }

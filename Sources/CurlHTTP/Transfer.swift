@@ -312,7 +312,9 @@ final class Transfer: @unchecked Sendable {
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             .timeout
-        case CURLE_COULDNT_CONNECT:
+        // A connection the peer reset or closed mid-request (a vendor restarting, a proxy dropping us)
+        // means the same to a caller as one that was refused: the vendor is not reachable right now.
+        case CURLE_COULDNT_CONNECT, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING:
             .connectFailed
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             .dnsFailed

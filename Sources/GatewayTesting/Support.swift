@@ -30,22 +30,24 @@ public func waitUntil(_ what: @autoclosure () -> String, timeout: Duration = .se
     }
 }
 
-/// A loopback TCP port that was free a moment ago (bind 127.0.0.1:0, read, close); callers retry on a race.
+/// A loopback TCP port that was free a moment ago; callers retry on a race.
+///
+/// Chosen at random from 20000–32767, below the kernel's ephemeral range (32768–60999): servers
+/// that bind port 0 (simulators) get ephemeral ports, so a broker started here can never take over
+/// the port a stopped simulator just freed while a test still expects it to refuse connections.
 public func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TestSupportError("socket() failed: \(String(cString: strerror(errno)))") }
-    defer { close(fd) }
-    var address = loopbackAddress(port: 0)
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    for _ in 0..<200 {
+        let port = Int.random(in: 20_000...32_767)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestSupportError("socket() failed: \(String(cString: strerror(errno)))") }
+        var address = loopbackAddress(port: port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        close(fd)
+        if bound == 0 { return port }
     }
-    guard bound == 0 else { throw TestSupportError("bind() failed: \(String(cString: strerror(errno)))") }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let named = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }
-    guard named == 0 else { throw TestSupportError("getsockname() failed: \(String(cString: strerror(errno)))") }
-    return Int(UInt16(bigEndian: address.sin_port))
+    throw TestSupportError("no free loopback port found in 20000–32767")
 }
 
 /// True if something accepts TCP connections on 127.0.0.1:`port` right now.
