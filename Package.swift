@@ -97,7 +97,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "GatewayTesting", "ConsciousnessSimulator"],
+            dependencies: ["Gateway", "GatewayTesting", "ConsciousnessSimulator", "Cache", "GatewayModel"],
             swiftSettings: strict
         ),
     ],

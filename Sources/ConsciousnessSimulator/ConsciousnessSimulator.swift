@@ -172,7 +172,7 @@ actor SimulatorLifecycle {
     private let host: String
     private(set) var port: UInt16
     private var server: HTTPServer?
-    private var runTask: Task<Void, Never>?
+    private var runTask: Task<String?, Never>?
 
     init(host: String, port: UInt16) {
         self.host = host
@@ -183,6 +183,24 @@ actor SimulatorLifecycle {
 
     func start(handler: SimulatorHandler) async throws(SimulatorError) -> UInt16 {
         if server != nil { return port }
+        guard port == 0 else { return try await listen(handler: handler) }
+        // Port 0 picks from 20000–32767, below the kernel's ephemeral range: a client retrying a
+        // stopped simulator on an ephemeral port can connect to itself (TCP self-connect on
+        // loopback) and then hold the very port the simulator needs to restart on.
+        var lastError: SimulatorError?
+        for _ in 0..<20 {
+            port = UInt16.random(in: 20_000...32_767)
+            do {
+                return try await listen(handler: handler, wait: 1)
+            } catch {
+                lastError = error
+            }
+        }
+        port = 0
+        throw lastError ?? SimulatorError(code: "sim.listen_failed", message: "no free port")
+    }
+
+    private func listen(handler: SimulatorHandler, wait: Double = 5) async throws(SimulatorError) -> UInt16 {
         let address: sockaddr_in
         do {
             address = try .inet(ip4: host, port: port)
@@ -191,12 +209,20 @@ actor SimulatorLifecycle {
         }
         // A long handler timeout so the `slow` fault can outlast any client timeout.
         let server = HTTPServer(config: .init(address: address, timeout: 600, logger: .disabled), handler: handler)
-        let task = Task { _ = try? await server.run() }
+        let task = Task { () -> String? in
+            do {
+                try await server.run()
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
         do {
-            try await server.waitUntilListening(timeout: 5)
+            try await server.waitUntilListening(timeout: wait)
         } catch {
             task.cancel()
-            throw SimulatorError(code: "sim.listen_failed", message: "could not listen on \(host):\(port): \(error)")
+            let reason = await task.value ?? "\(error)"
+            throw SimulatorError(code: "sim.listen_failed", message: "could not listen on \(host):\(port): \(reason)")
         }
         if case .ip4(_, let boundPort)? = await server.listeningAddress {
             port = boundPort

@@ -34,6 +34,20 @@ public enum ProcessExitStatus: Sendable, Equatable, CustomStringConvertible {
 /// are handled with `kill`/`waitpid` (no Foundation `Process`, whose `waitUntilExit` can hang on Linux).
 /// The child is killed when this object goes away or the test process exits normally.
 public final class ProcessRunner: Sendable {
+    /// Open descriptors above stderr (glibc ignores a close action on one closed in the meantime).
+    static func inheritedDescriptors() -> [Int32] {
+        guard let directory = opendir("/proc/self/fd") else { return [] }
+        defer { closedir(directory) }
+        var descriptors: [Int32] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if let fd = Int32(name), fd > 2 { descriptors.append(fd) }
+        }
+        return descriptors
+    }
+
     /// The child's process id.
     public let pid: pid_t
     /// The executable path that was started.
@@ -78,6 +92,10 @@ public final class ProcessRunner: Sendable {
         posix_spawn_file_actions_addopen(&fileActions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&fileActions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&fileActions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        // Close everything else the child would inherit: tests run in parallel in one process, and a
+        // child (broker, gateway) holding a copy of a simulator's listening socket keeps its port bound
+        // after the simulator stops, so connections queue unanswered and restarts fail (EADDRINUSE).
+        for fd in Self.inheritedDescriptors() { posix_spawn_file_actions_addclose(&fileActions, fd) }
 
         // Worker threads may block signals and libmosquitto ignores SIGPIPE; both would be inherited.
         var attributes = posix_spawnattr_t()

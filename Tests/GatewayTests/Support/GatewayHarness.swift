@@ -34,7 +34,7 @@ final class GatewayHarness: Sendable {
         vendors:
         \(vendors)
         """
-        let config = try ConfigLoader.parse(yaml: yaml).get()
+        let config = try ConfigLoader.parse(yaml: yaml, baseDirectory: directory.path).get()
         var logger = Logger(label: "gateway-under-test")
         logger.logLevel = .warning
         let services = try GatewayService.services(config: config, logger: logger)
