@@ -28,17 +28,15 @@ import Testing
         await watcher.shutdown()
     }
 
-    @Test func setChangesStateWithin100msAndBareKeyTopicsWork() async throws {
+    /// Latency is a benchmark number (`lbs-bench gateway`: /set → state p99), not a timed test.
+    @Test func setChangesStateAndBareKeyTopicsWork() async throws {
         let gateway = try await GatewayHarness.start()
         defer { Task { await gateway.stop() } }
         let client = try await gateway.observer("lbs/device/demo_light", "lbs/device/demo_lock")
         try await client.waitForMessage(topic: "lbs/device/demo_light")
-        let sent = ContinuousClock.now
         try await client.publish("lbs/device/demo_light/set", #"{"state":"ON","brightness":40}"#, qos: .atMostOnce)
         let updated = try await client.waitForMessage(topic: "lbs/device/demo_light") { $0.json?["brightness"] as? Double == 40 }
-        let elapsed = ContinuousClock.now - sent
         #expect(updated.json?["state"] as? String == "ON")
-        #expect(elapsed < .milliseconds(100), "state changed after \(elapsed)")
 
         try await client.publish("lbs/device/demo_light/set/brightness", "55", qos: .atMostOnce)
         try await client.waitForMessage(topic: "lbs/device/demo_light") { $0.json?["brightness"] as? Double == 55 }

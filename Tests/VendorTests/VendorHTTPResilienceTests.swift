@@ -99,15 +99,16 @@ import Vendors
     }
 
     @Test func slowResponsesPastTheTimeoutAreVendorTimeout() async throws {
-        let rig = try await Rig.start(timeout: .milliseconds(300))
+        // 1 s leaves room for the first poll (login + list) while the whole suite loads both cores.
+        let rig = try await Rig.start(timeout: .seconds(1))
         defer { Task { await rig.stop() } }
         try await rig.vendor.poll()
 
-        rig.simulator.inject(.slow(delay: .seconds(3)), matching: FaultMatch(pathPrefix: "/api/v1/devices"))
+        rig.simulator.inject(.slow(delay: .seconds(5)), matching: FaultMatch(pathPrefix: "/api/v1/devices"))
         let started = ContinuousClock.now
         let error = await gatewayError { try await rig.vendor.poll() }
         #expect(error?.code == .vendorTimeout)
-        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(ContinuousClock.now - started < .seconds(3))
         #expect(rig.log.health.last?.lastError?.code == .vendorTimeout)
     }
 
