@@ -26,3 +26,10 @@ if mode == "gateway" || mode == "all" {
     line("rss_with_1000_devices", String(format: "%.1f MB (peak %.1f MB, target < 30 MB)", Double(memory.rssKB) / 1024, Double(memory.peakKB) / 1024))
     await broker.stop()
 }
+
+if mode == "coldstart" || mode == "all" {
+    let broker = try await MosquittoBroker.started()
+    let result = try await ColdStartBench.run(broker: broker, devices: 1000)
+    line("cold_start_to_cached_state_1000_devices", String(format: "%.0f ms from process start (%d of 1000 stale states received; target < 300 ms)", result.millis, result.received))
+    await broker.stop()
+}
