@@ -25,7 +25,9 @@ public actor GatewayController {
     var devices: [DeviceID: Device] = [:]
     var states: [DeviceID: DeviceState] = [:]
     var availability: [DeviceID: Bool] = [:]
-    var publishedDiscovery: [DeviceID: [HomeAssistantDiscovery.Message]] = [:]
+    /// What discovery was last published per device: its topics and a digest of the payloads
+    /// (not the payloads themselves: kilobytes per device add up at 1,000 devices).
+    var publishedDiscovery: [DeviceID: (topics: [String], digest: Int)] = [:]
     var commandLanes: [DeviceID: AsyncStream<CommandJob>.Continuation] = [:]
     var aggregatesPending = false
     var dirtyRooms: Set<String> = []
@@ -248,14 +250,17 @@ public actor GatewayController {
     func publishDiscovery(_ id: DeviceID, force: Bool) {
         guard let device = devices[id] else { return }
         let messages = discovery.messages(for: device)
-        if !force, publishedDiscovery[id] == messages { return }
+        var hasher = Hasher()
+        hasher.combine(messages)
+        let digest = hasher.finalize()
+        if !force, publishedDiscovery[id]?.digest == digest { return }
         // Component mode: entities that disappeared are cleared, not left as ghosts.
         let newTopics = Set(messages.map(\.topic))
-        for old in publishedDiscovery[id] ?? [] where !newTopics.contains(old.topic) {
-            transport.publish(old.topic, "", qos: 1, retain: true)
+        for old in publishedDiscovery[id]?.topics ?? [] where !newTopics.contains(old) {
+            transport.publish(old, "", qos: 1, retain: true)
         }
         for message in messages { transport.publish(message.topic, message.payload, qos: 1, retain: true) }
-        publishedDiscovery[id] = messages
+        publishedDiscovery[id] = (messages.map(\.topic), digest)
     }
 
     func publishBridgeInfo() {

@@ -67,6 +67,19 @@ public final class DemoVendor: Vendor {
         for (id, values) in updates { sink.send(.state(id, values, observedAt: observed)) }
     }
 
+    /// Runs `rounds` simulation steps without reporting them and returns the events they would
+    /// have produced (benchmarks time the gateway's path separately from the simulation).
+    public func simulate(rounds: Int) -> [VendorEvent] {
+        var events: [VendorEvent] = []
+        let start = now()
+        for round in 0..<rounds {
+            let observed = start.addingTimeInterval(Double(round + 1) * 0.001)
+            let updates = world.withLock { $0.drift(at: observed) }
+            events.append(contentsOf: updates.map { .state($0.0, $0.1, observedAt: observed) })
+        }
+        return events
+    }
+
     public func execute(_ command: DeviceCommand) async throws -> CommandOutcome {
         let result = world.withLock { $0.apply(command) }
         switch result {
