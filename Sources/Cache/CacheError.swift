@@ -45,9 +45,6 @@ public struct CacheError: Error, Sendable, Equatable, CustomStringConvertible {
             return cacheError
         case let databaseError as DatabaseError:
             let detail = databaseError.message ?? "no message"
-            if databaseError.resultCode == .SQLITE_MISUSE, detail.contains("closed") {
-                return CacheError(.closed, "\(context): the store is closed")
-            }
             return CacheError(code, "\(context): \(detail) (SQLite \(databaseError.extendedResultCode.rawValue))")
         case let decodingError as RowDecodingError:
             return CacheError(.corruptRow, "\(context): \(String(describing: decodingError))")

@@ -23,6 +23,7 @@ extension GatewayStore {
     public func appendReadingsAsync(_ readings: [Reading]) async throws(CacheError) -> Int {
         let valid = readings.filter(Self.isStorable)
         guard !valid.isEmpty else { return 0 }
+        try ensureOpen("append readings")
         let known = seriesIDs.withLock { $0 }
         let created: [SeriesKey: Int64]
         do {

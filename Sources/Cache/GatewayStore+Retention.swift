@@ -7,8 +7,8 @@ extension GatewayStore {
     /// `policy.rawReadings` into `reading_hourly` and deletes those raw rows; deletes hourly aggregates
     /// older than their category's age; deletes finished outbox rows older than `policy.completedOutbox`.
     /// Call it periodically (or until `finished`); roll-up and deletion commit together, so a repeated or
-    /// interrupted run never counts a sample twice. One hour of one series is never split, so a step may
-    /// exceed `maxRows` by at most one hour of samples.
+    /// interrupted run never counts a sample twice. One hour of one series is never split: only when a
+    /// single hour holds more than `maxRows` samples does a step exceed the budget, by taking that hour alone.
     public func runRetention(now: Double, policy: RetentionPolicy = .standard, maxRows: Int = 50_000) throws(CacheError) -> RetentionReport {
         guard now.isFinite else { throw CacheError(.invalidInput, "retention time must be finite") }
         guard maxRows > 0 else { throw CacheError(.invalidInput, "retention budget must be positive") }
@@ -24,10 +24,12 @@ extension GatewayStore {
             // 1. Roll up complete hours that lie entirely before the raw window.
             let rawCutoff = Double(hourStart(of: now - policy.rawReadings))
             for series in allSeries where budget > 0 {
-                let rolled = try Self.rollUp(db, seriesID: series.id, kind: series.kind, before: rawCutoff, budget: budget)
+                let rolled = try Self.rollUp(
+                    db, seriesID: series.id, kind: series.kind, before: rawCutoff, budget: budget,
+                    mayTakeOversizedHour: budget == maxRows)
                 report.rawRowsRolledUp += rolled.rows
                 report.hourlyRowsWritten += rolled.hours
-                budget -= rolled.rows
+                budget = rolled.blocked ? 0 : budget - rolled.rows
             }
 
             // 2. Expire aggregates past their category's age.
@@ -60,10 +62,15 @@ extension GatewayStore {
         }
     }
 
-    /// Rolls up whole hours of one series before `cutoff`, up to about `budget` raw rows.
+    /// Rolls up whole hours of one series before `cutoff`, up to `budget` raw rows.
+    ///
+    /// An hour with more samples than the budget is taken whole only when `mayTakeOversizedHour`
+    /// (nothing else was done in this step); otherwise the step ends and the next one takes it.
+    /// `blocked` says that rows of this series remain, so the step must end.
     private static func rollUp(
-        _ db: Database, seriesID: Int64, kind: ReadingKind, before cutoff: Double, budget: Int
-    ) throws -> (rows: Int, hours: Int) {
+        _ db: Database, seriesID: Int64, kind: ReadingKind, before cutoff: Double, budget: Int,
+        mayTakeOversizedHour: Bool
+    ) throws -> (rows: Int, hours: Int, blocked: Bool) {
         let oldest = try db.cachedStatement(sql: """
             SELECT time, value FROM reading WHERE series_id = ? AND time < ? ORDER BY time LIMIT ?
             """)
@@ -72,17 +79,19 @@ extension GatewayStore {
         while let row = try cursor.next() {
             samples.append(Sample(time: try row.decode(Double.self, atIndex: 0), value: try row.decode(Double.self, atIndex: 1)))
         }
-        guard let first = samples.first else { return (0, 0) }
+        guard let first = samples.first else { return (0, 0, false) }
 
         var end = cutoff
-        if samples.count > budget {
+        let moreRemain = samples.count > budget
+        if moreRemain {
             // More rows wait: stop before the hour the budget ends in, so no hour is split.
             let openHour = hourStart(of: samples[budget].time)
             samples.removeSubrange(budget...)
             samples.removeAll { hourStart(of: $0.time) >= openHour }
             end = Double(openHour)
             if samples.isEmpty {
-                // A single hour is larger than the budget: take that whole hour.
+                guard mayTakeOversizedHour else { return (0, 0, true) }
+                // A single hour is larger than the whole budget: take that hour alone.
                 end = Double(openHour) + 3600
                 samples = try GatewayStore.samples(db, seriesID: seriesID, from: first.time, to: end)
             }
@@ -114,6 +123,7 @@ extension GatewayStore {
             // Cannot happen inside one transaction; refuse to commit a roll-up that missed rows.
             throw CacheError(.databaseError, "retention rolled up \(samples.count) rows but would delete \(deleted)")
         }
-        return (samples.count, hours.count)
+        // Rows of this series remain: the budget is spent, end the step here.
+        return (samples.count, hours.count, moreRemain)
     }
 }

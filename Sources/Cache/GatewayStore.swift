@@ -35,6 +35,8 @@ public final class GatewayStore: Sendable {
     let options: Options
     /// Series ids by (device, key, kind, category); filled only after the inserting transaction committed.
     let seriesIDs = Mutex<[SeriesKey: Int64]>([:])
+    /// Set by `close()`, so later calls fail with `.closed` instead of SQLite's misuse error.
+    let isClosed = Atomic<Bool>(false)
 
     /// Opens (creating if needed) the database at `path` with default options, and migrates it.
     public convenience init(path: String) throws(CacheError) {
@@ -93,6 +95,7 @@ public final class GatewayStore: Sendable {
     /// Closes every connection; later calls fail with `.closed`.
     public func close() throws(CacheError) {
         do { try pool.close() } catch { throw CacheError.wrap(error, "cannot close database") }
+        isClosed.store(true, ordering: .releasing)
     }
 
     // MARK: - Diagnostics
@@ -111,6 +114,16 @@ public final class GatewayStore: Sendable {
     public func integrityCheck() throws(CacheError) -> String {
         try read("check integrity") { db in
             try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "\n")
+        }
+    }
+
+    /// The names of the tables in the file, sorted (SQLite's and GRDB's own tables excluded).
+    public func tableNames() throws(CacheError) -> [String] {
+        try read("list tables") { db in
+            try String.fetchAll(db, sql: """
+                SELECT name FROM sqlite_master
+                WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'grdb_%' ORDER BY name
+                """)
         }
     }
 
@@ -266,18 +279,28 @@ public final class GatewayStore: Sendable {
 
     // MARK: - Access helpers
 
+    /// Throws `.closed` once `close()` has run.
+    func ensureOpen(_ context: String) throws(CacheError) {
+        if isClosed.load(ordering: .acquiring) {
+            throw CacheError(.closed, "cannot \(context): the store is closed")
+        }
+    }
+
     /// Runs `body` in one write transaction, mapping failures to `CacheError`.
     func write<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+        try ensureOpen(context)
         do { return try pool.write(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
     }
 
     /// Runs `body` on the writer connection outside a transaction.
     func writeWithoutTransaction<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+        try ensureOpen(context)
         do { return try pool.writeWithoutTransaction(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
     }
 
     /// Runs `body` on a reader connection (a consistent snapshot).
     func read<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+        try ensureOpen(context)
         do { return try pool.read(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
     }
 }

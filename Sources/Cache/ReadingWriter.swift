@@ -87,6 +87,8 @@ public actor ReadingWriter {
         // One batch at a time keeps readings in order; wait for the one on its way.
         while let running = inFlight {
             _ = await running.value
+            // The waiter that resumes first clears the finished task; waiting on it again would spin.
+            if inFlight == running { inFlight = nil }
         }
         flushScheduled = false
         guard !buffer.isEmpty else { return }
@@ -102,7 +104,7 @@ public actor ReadingWriter {
         }
         inFlight = task
         let result = await task.value
-        inFlight = nil
+        if inFlight == task { inFlight = nil }
         switch result {
         case .success:
             stats.written += batch.count

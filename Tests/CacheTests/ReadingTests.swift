@@ -1,0 +1,102 @@
+import Cache
+import Foundation
+import Testing
+
+@Suite("Readings and history")
+struct ReadingTests {
+    @Test func batchedInsertSkipsUnstorableReadings() async throws {
+        try await withStore { store, _ in
+            var readings = (0..<10_000).map {
+                Reading(deviceID: "dev-\($0 % 10)", key: "power_w", time: baseHour + Double($0 / 10), value: Double($0))
+            }
+            readings.append(Reading(deviceID: "dev-0", key: "power_w", time: baseHour + 5000, value: .nan))
+            readings.append(Reading(deviceID: "", key: "power_w", time: baseHour, value: 1))
+            #expect(try store.appendReadings(readings) == 10_000)
+            let raw = try store.history(deviceID: "dev-3", key: "power_w", from: 0, to: .greatestFiniteMagnitude, resolution: .raw)
+            #expect(raw.count == 1000)
+            #expect(raw.first == HistoryPoint.raw(time: baseHour, value: 3))
+            #expect(raw == raw.sorted { $0.time < $1.time })
+        }
+    }
+
+    @Test func sameSeriesAndTimeReplacesValue() async throws {
+        try await withStore { store, _ in
+            try store.appendReadings([Reading(deviceID: "d", key: "t", time: baseHour, value: 1)])
+            try store.appendReadings([Reading(deviceID: "d", key: "t", time: baseHour, value: 2)])
+            let raw = try store.history(deviceID: "d", key: "t", from: baseHour, to: baseHour + 1, resolution: .raw)
+            #expect(raw == [HistoryPoint.raw(time: baseHour, value: 2)])
+        }
+    }
+
+    @Test func rawHistoryRespectsHalfOpenRange() async throws {
+        try await withStore { store, _ in
+            try store.appendReadings((0..<10).map {
+                Reading(deviceID: "d", key: "temp_c", time: baseHour + Double($0) * 10, value: Double($0), category: .environment)
+            })
+            let points = try store.history(deviceID: "d", key: "temp_c", from: baseHour + 20, to: baseHour + 50, resolution: .raw)
+            #expect(points.map(\.value) == [2, 3, 4])
+            #expect(try store.history(deviceID: "x", key: "temp_c", from: 0, to: 1e12, resolution: .raw).isEmpty)
+        }
+    }
+
+    @Test func hourlyHistoryAggregatesRawSamplesOnTheFly() async throws {
+        try await withStore { store, _ in
+            // Counter across two hours: 10, 12, 11 (drop: adds nothing), 15 | 16, 20.
+            let samples: [(Double, Double)] = [(0, 10), (1800, 12), (3000, 11), (3599, 15), (3600, 16), (4800, 20)]
+            try store.appendReadings(samples.map {
+                Reading(deviceID: "meter", key: "energy_kwh", time: baseHour + $0.0, value: $0.1, kind: .counter)
+            })
+            let points = try store.history(
+                deviceID: "meter", key: "energy_kwh", from: baseHour, to: baseHour + 2 * hour, resolution: .hourly)
+            #expect(points == [
+                HistoryPoint(time: baseHour, min: 10, max: 15, avg: 12, last: 15, sum: 6, count: 4),
+                HistoryPoint(time: baseHour + hour, min: 16, max: 20, avg: 18, last: 20, sum: 5, count: 2),
+            ])
+            // A range starting inside the second hour still reports the whole hour, with the step from 15.
+            let second = try store.history(
+                deviceID: "meter", key: "energy_kwh", from: baseHour + hour + 60, to: baseHour + hour + 61, resolution: .hourly)
+            #expect(second == [HistoryPoint(time: baseHour + hour, min: 16, max: 20, avg: 18, last: 20, sum: 5, count: 2)])
+        }
+    }
+
+    @Test func writerFlushesWhenBatchIsFull() async throws {
+        try await withStore { store, _ in
+            let writer = ReadingWriter(store: store, batchSize: 100, interval: .seconds(3600))
+            for index in 0..<250 {
+                await writer.append(Reading(deviceID: "d", key: "p", time: baseHour + Double(index), value: 1))
+            }
+            #expect(await eventually { await writer.statistics.written >= 200 })
+            #expect(await writer.bufferedCount <= 50)
+            try await writer.flush()
+            #expect(await writer.statistics.written == 250)
+            #expect(try store.history(deviceID: "d", key: "p", from: 0, to: 1e12, resolution: .raw).count == 250)
+        }
+    }
+
+    @Test func writerFlushesOnIntervalAndOnShutdown() async throws {
+        try await withStore { store, _ throws in
+            let writer = ReadingWriter(store: store, batchSize: 10_000, interval: .milliseconds(20))
+            let running = Task { await writer.run() }
+            await writer.append(contentsOf: (0..<5).map { Reading(deviceID: "d", key: "p", time: baseHour + Double($0), value: 1) })
+            #expect(await eventually { await writer.statistics.written == 5 })
+
+            await writer.append(contentsOf: (5..<8).map { Reading(deviceID: "d", key: "p", time: baseHour + Double($0), value: 1) })
+            running.cancel()
+            await running.value
+            #expect(await writer.bufferedCount == 0)
+            #expect(try store.history(deviceID: "d", key: "p", from: 0, to: 1e12, resolution: .raw).count == 8)
+        }
+    }
+
+    @Test func writerKeepsReadingsWhenWriteFails() async throws {
+        try await withStore { store, _ in
+            let writer = ReadingWriter(store: store, batchSize: 1000, interval: .seconds(3600), maxBuffered: 1000)
+            await writer.append(contentsOf: (0..<10).map { Reading(deviceID: "d", key: "p", time: Double($0), value: 1) })
+            try store.close()
+            let error = await #expect(throws: CacheError.self) { try await writer.flush() }
+            #expect(error?.code == .closed, "\(String(describing: error))")
+            #expect(await writer.bufferedCount == 10)
+            #expect(await writer.statistics.failedWrites == 1)
+        }
+    }
+}

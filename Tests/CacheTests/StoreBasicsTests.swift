@@ -1,0 +1,105 @@
+import Cache
+import Foundation
+import Testing
+
+@Suite("GatewayStore basics")
+struct StoreBasicsTests {
+    @Test func migrationsCreateEveryTableAndReopenKeepsData() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("gateway.sqlite").path
+            let store = try GatewayStore(path: path)
+            #expect(try store.tableNames() == [
+                "device", "device_state", "outbox", "reading", "reading_hourly", "series", "tls_pin", "vendor_health",
+            ])
+            #expect(try store.appliedMigrations() == ["v1"])
+            try store.upsertDevices([StoredDevice(id: "d1", vendorID: "v", json: "{}", updatedAt: 1)])
+            try store.close()
+
+            // Re-running the migrator on an existing file changes nothing and keeps the data.
+            let reopened = try GatewayStore(path: path)
+            defer { try? reopened.close() }
+            #expect(try reopened.appliedMigrations() == ["v1"])
+            #expect(try reopened.devices().map(\.id) == ["d1"])
+            #expect(try reopened.integrityCheck() == "ok")
+        }
+    }
+
+    @Test func writerRunsWALWithSynchronousFull() async throws {
+        try await withStore { store, _ throws in
+            #expect(try store.journalMode() == "wal")
+            // GRDB sets NORMAL while enabling WAL; the store must have put FULL (2) back.
+            #expect(try store.synchronousMode() == 2)
+        }
+    }
+
+    @Test func deviceRegistryRoundTripAndRemoval() async throws {
+        try await withStore { store, _ in
+            try store.upsertDevices([
+                StoredDevice(id: "b", vendorID: "hue", json: #"{"name":"B"}"#, updatedAt: 10),
+                StoredDevice(id: "a", vendorID: "tesla", json: #"{"name":"A"}"#, updatedAt: 11),
+            ])
+            try store.upsertDevices([StoredDevice(id: "b", vendorID: "hue", json: #"{"name":"B2"}"#, updatedAt: 12)])
+            #expect(try store.devices() == [
+                StoredDevice(id: "a", vendorID: "tesla", json: #"{"name":"A"}"#, updatedAt: 11),
+                StoredDevice(id: "b", vendorID: "hue", json: #"{"name":"B2"}"#, updatedAt: 12),
+            ])
+            #expect(try store.devices(vendorID: "hue").map(\.id) == ["b"])
+
+            try store.saveStates([StoredState(deviceID: "b", json: "{}", sourceTime: nil, updatedAt: 1)])
+            #expect(try store.removeDevices(ids: ["b", "ghost"]) == 1)
+            #expect(try store.devices().map(\.id) == ["a"])
+            #expect(try store.states().isEmpty)
+        }
+    }
+
+    @Test func latestStatesUpsertInOneBatch() async throws {
+        try await withStore { store, _ in
+            let states = (0..<500).map {
+                StoredState(deviceID: "dev-\($0)", json: #"{"on":true}"#, sourceTime: Double($0), updatedAt: 100)
+            }
+            try store.saveStates(states)
+            try store.saveStates([StoredState(deviceID: "dev-7", json: #"{"on":false}"#, sourceTime: nil, updatedAt: 200)])
+            let stored = try store.states()
+            #expect(stored.count == 500)
+            #expect(stored.first { $0.deviceID == "dev-7" } == StoredState(
+                deviceID: "dev-7", json: #"{"on":false}"#, sourceTime: nil, updatedAt: 200))
+            #expect(stored.first { $0.deviceID == "dev-8" }?.sourceTime == 8)
+        }
+    }
+
+    @Test func vendorHealthAndTLSPins() async throws {
+        try await withStore { store, _ in
+            try store.saveVendorHealth(vendorID: "hue", json: #"{"breaker":"closed"}"#)
+            try store.saveVendorHealth(vendorID: "hue", json: #"{"breaker":"open"}"#)
+            try store.saveVendorHealth(vendorID: "tesla", json: #"{"breaker":"closed"}"#)
+            #expect(try store.vendorHealth() == ["hue": #"{"breaker":"open"}"#, "tesla": #"{"breaker":"closed"}"#])
+
+            #expect(try store.pin(for: "10.0.0.5:443") == nil)
+            try store.savePin(hostPort: "10.0.0.5:443", spki: "abc123")
+            #expect(try store.pin(for: "10.0.0.5:443") == "abc123")
+            #expect(throws: CacheError.self) { try store.savePin(hostPort: "", spki: "x") }
+        }
+    }
+
+    @Test func badInputAndClosedStoreBecomeTypedErrors() async throws {
+        try await withTemporaryDirectory { directory in
+            let missing = directory.appendingPathComponent("no/such/dir/gateway.sqlite").path
+            let openError = #expect(throws: CacheError.self) { try GatewayStore(path: missing) }
+            #expect(openError?.code == .openFailed)
+
+            let garbage = directory.appendingPathComponent("garbage.sqlite")
+            try Data(repeating: 0x5A, count: 8192).write(to: garbage)
+            let garbageError = #expect(throws: CacheError.self) { try GatewayStore(path: garbage.path) }
+            #expect(garbageError?.code == .openFailed)
+
+            let store = try GatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path)
+            let rangeError = #expect(throws: CacheError.self) {
+                try store.history(deviceID: "d", key: "k", from: .nan, to: 1, resolution: .raw)
+            }
+            #expect(rangeError?.code == .invalidInput)
+            try store.close()
+            let closedError = #expect(throws: CacheError.self) { try store.devices() }
+            #expect(closedError?.code == .closed)
+        }
+    }
+}
