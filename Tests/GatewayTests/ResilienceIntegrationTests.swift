@@ -71,8 +71,16 @@ import Testing
         let counters = simulator.counters
         #expect(counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)
         #expect(counters.controlCalls(deviceID: "garage-door-main", action: "turn_off") == 0)
-        let outbox = try gateway.directoryStore().outboxCounts()
-        #expect(outbox[.acked] == 1 && outbox[.expired] == 1 && outbox[.pending] == 0 && outbox[.sending] == 0)
+        let store = try gateway.directoryStore()
+        var outbox: [OutboxState: Int] = [:]
+        // The outbox row is marked after the state went out; give that write a moment.
+        try? await waitUntil("outbox settled", timeout: .seconds(5)) {
+            outbox = try store.outboxCounts()
+            return outbox[.acked] == 1 && outbox[.expired] == 1
+        }
+        #expect(outbox[.acked] == 1 && outbox[.expired] == 1 && outbox[.pending] == 0 && outbox[.sending] == 0,
+                "outbox: \(outbox); events: \(client.messages(on: "lbs/bridge/event").map(\.text).filter { $0.contains("command_failed") })")
+        try store.close()
         await client.shutdown()
     }
 
@@ -177,14 +185,26 @@ import Testing
         await simulator.stop()
         try await client.waitForMessage(topic: "lbs/bridge/vendors/consciousness", timeout: .seconds(15)) { $0.json?["state"] as? String == "down" }
         try await client.publish("lbs/device/\(Self.kitchen)/set", "OFF", qos: .atLeastOnce)
-        try await Task.sleep(for: .milliseconds(500))
+        // Kill only once the command is durably in the outbox (a command never stored was never accepted).
+        let observer = try GatewayStore(path: directory.file("gateway.sqlite"))
+        try await waitUntil("command and device registry stored", timeout: .seconds(10)) {
+            let counts = try observer.outboxCounts()
+            let devices = try observer.devices().count
+            return (counts[.pending] ?? 0) + (counts[.sending] ?? 0) == 1 && devices >= 7
+        }
+        try observer.close()
         first.kill()
         _ = await first.waitForExit(timeout: .seconds(5))
 
         _ = try await simulator.start()
         let second = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "second")
-        try await waitUntil("queued command ran after the restart", timeout: .seconds(15)) {
-            simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") >= 1
+        do {
+            try await waitUntil("queued command ran after the restart", timeout: .seconds(15)) {
+                simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") >= 1
+            }
+        } catch {
+            Issue.record("\(error); gateway log:\n\(second.standardError().suffix(3000))")
+            throw error
         }
         try await Task.sleep(for: .seconds(1))
         #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)

@@ -62,7 +62,12 @@ extension GatewayController {
             } catch {
                 let failure = error as? GatewayError ?? GatewayError(.internal, message: "\(error)")
                 guard failure.retryable else {
-                    await record { try $0.markFailed(id: id, error: failure.jsonText) }
+                    // The vendor may itself refuse a command whose deadline passed while it was in flight.
+                    if failure.code == .expired {
+                        await record { try $0.markExpired(id: id) }
+                    } else {
+                        await record { try $0.markFailed(id: id, error: failure.jsonText) }
+                    }
                     job.completion?(failure)
                     return fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
                 }

@@ -187,7 +187,11 @@ public actor GatewayController {
             }
             if config.homeAssistant.enabled { publishDiscovery(device.id, force: false) }
         }
-        if changed { publishBridgeDevices() }
+        if changed {
+            publishBridgeDevices()
+            // The registry is what a restart recovers from (stale states, queued commands): write it now.
+            if persistence != nil { flushPersistence() }
+        }
     }
 
     func removeDevice(_ device: Device) {
