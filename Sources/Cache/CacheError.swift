@@ -33,6 +33,7 @@ public struct CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = message
     }
 
+    /// `cache.<code>: <message>`, for logs.
     public var description: String { "cache.\(code.rawValue): \(message)" }
 
     /// Turns any error thrown inside a database access into a `CacheError`.

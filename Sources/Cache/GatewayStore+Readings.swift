@@ -4,7 +4,7 @@ import Synchronization
 extension GatewayStore {
     /// Appends readings in ONE transaction; returns how many were stored.
     ///
-    /// Readings with a non-finite time or value, or an empty device id or key, are skipped instead of
+    /// Readings with a non-finite value, a time beyond ±3,000 years, or an empty device id or key, are skipped instead of
     /// failing the batch. A second reading of the same series at the same time replaces the first.
     @discardableResult
     public func appendReadings(_ readings: [Reading]) throws(CacheError) -> Int {
@@ -76,7 +76,7 @@ extension GatewayStore {
     // MARK: - Internals shared with retention
 
     static func isStorable(_ reading: Reading) -> Bool {
-        reading.time.isFinite && reading.value.isFinite && !reading.deviceID.isEmpty && !reading.key.isEmpty
+        abs(reading.time) < timeLimit && reading.value.isFinite && !reading.deviceID.isEmpty && !reading.key.isEmpty
     }
 
     func rememberSeries(_ created: [SeriesKey: Int64]) {

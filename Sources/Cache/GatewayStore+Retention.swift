@@ -10,7 +10,11 @@ extension GatewayStore {
     /// interrupted run never counts a sample twice. One hour of one series is never split: only when a
     /// single hour holds more than `maxRows` samples does a step exceed the budget, by taking that hour alone.
     public func runRetention(now: Double, policy: RetentionPolicy = .standard, maxRows: Int = 50_000) throws(CacheError) -> RetentionReport {
-        guard now.isFinite else { throw CacheError(.invalidInput, "retention time must be finite") }
+        guard abs(now) < timeLimit else { throw CacheError(.invalidInput, "retention time is out of range") }
+        let ages = [policy.rawReadings, policy.energyAggregates, policy.environmentAggregates, policy.completedOutbox]
+        guard ages.allSatisfy({ $0.isFinite && $0 >= 0 && $0 < timeLimit }) else {
+            throw CacheError(.invalidInput, "retention ages must be finite, non-negative durations")
+        }
         guard maxRows > 0 else { throw CacheError(.invalidInput, "retention budget must be positive") }
         return try write("run retention") { db in
             var report = RetentionReport()

@@ -19,9 +19,14 @@ struct Sample: Sendable, Equatable {
     var value: Double
 }
 
-/// The start (Unix seconds, UTC) of the hour that contains `time`.
+/// Stored times must lie within ±`timeLimit` seconds of 1970 (about ±3,000 years), so hour
+/// arithmetic on `Int64` can never overflow.
+let timeLimit = 1e11
+
+/// The start (Unix seconds, UTC) of the hour that contains `time`, with `time` clamped to ±`timeLimit`.
 func hourStart(of time: Double) -> Int64 {
-    Int64((time / 3600).rounded(.down)) * 3600
+    let bounded = time.isNaN ? 0 : Swift.min(Swift.max(time, -timeLimit), timeLimit)
+    return Int64((bounded / 3600).rounded(.down)) * 3600
 }
 
 /// Running aggregate of one hour of one series. Roll-up and hourly history use this one type, so a

@@ -11,6 +11,8 @@ struct ReadingTests {
             }
             readings.append(Reading(deviceID: "dev-0", key: "power_w", time: baseHour + 5000, value: .nan))
             readings.append(Reading(deviceID: "", key: "power_w", time: baseHour, value: 1))
+            readings.append(Reading(deviceID: "dev-0", key: "power_w", time: 1e300, value: 1))
+            readings.append(Reading(deviceID: "dev-0", key: "power_w", time: -.infinity, value: 1))
             #expect(try store.appendReadings(readings) == 10_000)
             let raw = try store.history(deviceID: "dev-3", key: "power_w", from: 0, to: .greatestFiniteMagnitude, resolution: .raw)
             #expect(raw.count == 1000)
@@ -36,6 +38,10 @@ struct ReadingTests {
             let points = try store.history(deviceID: "d", key: "temp_c", from: baseHour + 20, to: baseHour + 50, resolution: .raw)
             #expect(points.map(\.value) == [2, 3, 4])
             #expect(try store.history(deviceID: "x", key: "temp_c", from: 0, to: 1e12, resolution: .raw).isEmpty)
+            // Extreme but finite ranges are clamped, not trapped on.
+            let all = try store.history(
+                deviceID: "d", key: "temp_c", from: -.greatestFiniteMagnitude, to: .greatestFiniteMagnitude, resolution: .hourly)
+            #expect(all.map(\.count) == [10])
         }
     }
 

@@ -176,6 +176,10 @@ struct RetentionTests {
                 try store.runRetention(now: later, maxRows: 0)
             }
             #expect(throws: CacheError.self) { try store.runRetention(now: .infinity) }
+            var policy = RetentionPolicy.standard
+            policy.rawReadings = -.infinity
+            let policyError = #expect(throws: CacheError.self) { try store.runRetention(now: later, policy: policy) }
+            #expect(policyError?.code == .invalidInput)
         }
     }
 }
