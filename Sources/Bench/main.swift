@@ -44,3 +44,7 @@ if mode == "coldstart" || mode == "all" {
     line("cold_start_to_cached_state_1000_devices", String(format: "%.0f ms from process start (%d of 1000 stale states received; target < 300 ms)", result.millis, result.received))
     await broker.stop()
 }
+
+if mode == "cache" || mode == "all" {
+    try runCacheBenchmarks(arguments: Array(CommandLine.arguments.dropFirst(2)))
+}

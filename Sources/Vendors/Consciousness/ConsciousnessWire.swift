@@ -1,45 +1,7 @@
+import GatewayModel
+
 /// The backend's JSON shapes (see `consciousness-backend.md`). Only this folder knows them.
 /// Decoding is lenient where the seeds and the running server differ, strict where the gateway needs a value.
-
-/// Any JSON value in a device's free-form `properties`.
-enum WireValue: Decodable, Sendable, Hashable {
-    case bool(Bool)
-    case number(Double)
-    case string(String)
-    case null
-    /// An object or array: not mapped.
-    case other
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else {
-            self = .other
-        }
-    }
-
-    var number: Double? {
-        if case .number(let value) = self, value.isFinite { return value }
-        return nil
-    }
-
-    var bool: Bool? {
-        if case .bool(let value) = self { return value }
-        return nil
-    }
-
-    var string: String? {
-        if case .string(let value) = self { return value }
-        return nil
-    }
-}
 
 struct WireDevice: Decodable, Sendable {
     var id: String
@@ -47,7 +9,7 @@ struct WireDevice: Decodable, Sendable {
     var type: String?
     var status: String?
     var location: String?
-    var properties: [String: WireValue]?
+    var properties: [String: JSONValue]?
     var lastSeen: String?
 
     enum CodingKeys: String, CodingKey {

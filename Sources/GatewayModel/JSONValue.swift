@@ -1,5 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import GatewayModel
+#endif
 
 /// Any JSON value, decoded strictly (booleans stay booleans, numbers stay numbers).
 public enum JSONValue: Sendable, Hashable, Decodable {
@@ -33,8 +36,8 @@ public enum JSONValue: Sendable, Hashable, Decodable {
         do {
             return .success(try JSONDecoder().decode(JSONValue.self, from: Data(bytes)))
         } catch let DecodingError.dataCorrupted(context) {
-            let reason = (context.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            return .failure(.invalidJSON(reason ?? context.debugDescription))
+            let reason = context.underlyingError.map { "\($0)" } ?? context.debugDescription
+            return .failure(.invalidJSON(reason))
         } catch {
             return .failure(.invalidJSON("\(error)"))
         }
@@ -47,6 +50,16 @@ public enum JSONValue: Sendable, Hashable, Decodable {
 
     public var string: String? {
         if case .string(let text) = self { return text }
+        return nil
+    }
+
+    public var number: Double? {
+        if case .number(let value) = self { return value }
+        return nil
+    }
+
+    public var bool: Bool? {
+        if case .bool(let value) = self { return value }
         return nil
     }
 
