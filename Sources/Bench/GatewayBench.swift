@@ -51,6 +51,37 @@ final class DeliveryCounter: Sendable {
     }
 }
 
+/// A separate `mosquitto_sub` process that exits after `count` live (non-retained) messages, so
+/// counting never competes with the publisher for this process's threads.
+struct ExternalCounter {
+    let process: ProcessRunner
+    let directory: TemporaryDirectory
+
+    static func start(port: Int, filter: String, count: Int) async throws -> ExternalCounter {
+        let directory = try TemporaryDirectory(prefix: "lbs-bench-sub")
+        let process = try ProcessRunner(
+            executable: "mosquitto_sub",
+            arguments: ["-h", "127.0.0.1", "-p", "\(port)", "-t", filter, "-q", "0", "-R", "-C", "\(count)", "-V", "mqttv5"],
+            outputDirectory: directory.path, name: "sub")
+        // Let it subscribe before anything is published.
+        try await Task.sleep(for: .milliseconds(700))
+        return ExternalCounter(process: process, directory: directory)
+    }
+
+    /// When the subscriber had all its messages (nil: it did not get them in time).
+    func finished(timeout: Duration) async -> ContinuousClock.Instant? {
+        let status = await process.waitForExit(timeout: timeout)
+        defer { directory.remove() }
+        guard status == .exited(0) else {
+            _ = await process.stop(grace: .milliseconds(100))
+            return nil
+        }
+        return .now
+    }
+
+    func received() -> Int { process.standardOutput().split(separator: "\n").count }
+}
+
 struct ThroughputResult {
     var messages: Int
     var delivered: Int
@@ -63,7 +94,8 @@ enum GatewayBench {
 
     /// The ceiling: a plain libmosquitto publish loop (loop_start thread, QoS 0, retained, one topic per device).
     static func plainLoop(broker: MosquittoBroker, devices: Int, rounds: Int, payloadBytes: Int) async throws -> ThroughputResult {
-        let counter = try await DeliveryCounter(url: broker.url, filter: "plain/#")
+        let total = devices * rounds
+        let counter = try await ExternalCounter.start(port: broker.port, filter: "plain/#", count: total)
         mosquitto_lib_init()
         guard let mosq = mosquitto_new("bench-plain", true, nil) else { throw TestSupportError("mosquitto_new failed") }
         mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5))
@@ -71,7 +103,6 @@ enum GatewayBench {
         mosquitto_loop_start(mosq)
         let payload = Array(String(repeating: "x", count: payloadBytes).utf8)
         let topics = (0..<devices).map { "plain/device/sim_\($0)" }
-        let total = devices * rounds
         let start = ContinuousClock.now
         for round in 0..<rounds {
             for index in 0..<devices {
@@ -81,13 +112,30 @@ enum GatewayBench {
             }
             _ = round
         }
-        let delivered = await counter.waitFor(total)
-        let end = counter.last ?? .now
+        let end = await counter.finished(timeout: .seconds(60))
         mosquitto_disconnect(mosq)
         mosquitto_loop_stop(mosq, false)
         mosquitto_destroy(mosq)
-        await counter.client.shutdown()
-        return ThroughputResult(messages: total, delivered: delivered, seconds: seconds(end - start))
+        return ThroughputResult(messages: total, delivered: end == nil ? counter.received() : total, seconds: seconds((end ?? .now) - start))
+    }
+
+    /// The same loop through our `MQTTClient` (own network thread): separates the wrapper's cost
+    /// from the gateway's.
+    static func wrapperLoop(broker: MosquittoBroker, devices: Int, rounds: Int, payloadBytes: Int) async throws -> ThroughputResult {
+        let total = devices * rounds
+        let counter = try await ExternalCounter.start(port: broker.port, filter: "wrapped/#", count: total)
+        let client = try MQTTClient(configuration: MQTTConfiguration(url: broker.url, clientID: "bench-wrapped"))
+        client.start()
+        try await waitUntil("wrapper connected", timeout: .seconds(10)) { client.isConnected }
+        let payload = Array(String(repeating: "x", count: payloadBytes).utf8)
+        let topics = (0..<devices).map { "wrapped/device/sim_\($0)" }
+        let start = ContinuousClock.now
+        for _ in 0..<rounds {
+            for index in 0..<devices { client.publish(topics[index], payload, qos: .atMostOnce, retain: true) }
+        }
+        let end = await counter.finished(timeout: .seconds(60))
+        await client.shutdown()
+        return ThroughputResult(messages: total, delivered: end == nil ? counter.received() : total, seconds: seconds((end ?? .now) - start))
     }
 
     /// A gateway wired like `lbs-gateway run`, with the demo vendor's handle so the bench can drive it.
@@ -139,20 +187,16 @@ enum GatewayBench {
         let deviceCount = gateway.vendor.devices.count
         // Let the start-up publish (discovery, first states) drain before measuring.
         try await Task.sleep(for: .seconds(2))
-        let counter = try await DeliveryCounter(url: broker.url, filter: "lbs/device/+")
-        try await Task.sleep(for: .milliseconds(500))
-        counter.reset()
         let total = deviceCount * rounds
+        let counter = try await ExternalCounter.start(port: broker.port, filter: "lbs/device/+", count: total)
         // The vendor's simulation runs first, so only the gateway's path is timed:
         // vendor event → normalized state → JSON snapshot → libmosquitto.
         let updates = gateway.vendor.simulate(rounds: rounds)
         let start = ContinuousClock.now
         for event in updates { gateway.sink.send(event) }
-        let delivered = await counter.waitFor(total)
-        let end = counter.last ?? .now
-        await counter.client.shutdown()
+        let end = await counter.finished(timeout: .seconds(60))
         await gateway.stop()
-        return (ThroughputResult(messages: total, delivered: delivered, seconds: seconds(end - start)), deviceCount)
+        return (ThroughputResult(messages: total, delivered: end == nil ? counter.received() : total, seconds: seconds((end ?? .now) - start)), deviceCount)
     }
 
     /// `/set` → new state on the device topic, measured by a separate MQTT client.

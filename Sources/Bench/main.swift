@@ -28,6 +28,8 @@ if mode == "gateway" || mode == "all" {
     line("devices", "\(devices)")
     line("gateway_state_publish_rate", String(format: "%.0f msg/s median of 3 (%d of %d delivered in %.2f s)", gateway.rate, gateway.delivered, gateway.messages, gateway.seconds))
     line("plain_libmosquitto_rate", String(format: "%.0f msg/s median of 3 (%d of %d delivered in %.2f s)", plain.rate, plain.delivered, plain.messages, plain.seconds))
+    let wrapped = try await GatewayBench.wrapperLoop(broker: broker, devices: devices, rounds: rounds, payloadBytes: 110)
+    line("wrapper_loop_rate", String(format: "%.0f msg/s (the plain loop through our MQTTClient; diagnostic)", wrapped.rate))
     line("throughput_ratio", String(format: "%.2f (target >= 0.8; runs: %@)", gateway.rate / plain.rate,
                                     zip(gatewayRuns, plainRuns).map { String(format: "%.2f", $0.rate / $1.rate) }.joined(separator: ", ")))
     let samples = try await GatewayBench.setLatency(broker: broker, extraDevices: extra, iterations: 2000)

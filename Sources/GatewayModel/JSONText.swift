@@ -7,14 +7,27 @@ import Foundation
 /// Small, allocation-light JSON text helpers for the hot publish path
 /// (state snapshots are written for every update; JSONEncoder is measurably slower).
 public enum JSONText {
+    /// At most three decimals (below every sensor's resolution), trailing zeros dropped.
+    /// Formatted with integer arithmetic: `Double.description` is measurably slower on the publish path.
     public static func number(_ value: Double) -> String {
         guard value.isFinite else { return "null" }
-        if value == value.rounded(), abs(value) < 1e15 {
-            return String(Int64(value))
-        }
-        // Three decimals are below every sensor's resolution and keep payloads short.
-        let rounded = (value * 1000).rounded() / 1000
-        return "\(rounded)"
+        let scaled = (value * 1000).rounded()
+        guard abs(scaled) < 9e15 else { return "\(value)" }
+        var millis = Int64(scaled)
+        if millis == 0 { return "0" }
+        let negative = millis < 0
+        if negative { millis = -millis }
+        let whole = millis / 1000
+        var fraction = millis % 1000
+        var text = negative ? "-" + String(whole) : String(whole)
+        guard fraction != 0 else { return text }
+        var digits = 3
+        while fraction % 10 == 0 { fraction /= 10; digits -= 1 }
+        let fractionText = String(fraction)
+        text += "."
+        if fractionText.count < digits { text += String(repeating: "0", count: digits - fractionText.count) }
+        text += fractionText
+        return text
     }
 
     public static func quoted(_ text: String) -> String {

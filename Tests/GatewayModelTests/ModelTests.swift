@@ -64,3 +64,13 @@ import Testing
         #expect(state.lastSeen == Date(timeIntervalSince1970: 20))
     }
 }
+
+@Suite struct NumberFormattingTests {
+    @Test(arguments: [
+        (0.0, "0"), (-0.0, "0"), (40, "40"), (-300, "-300"), (1.5, "1.5"), (0.05, "0.05"), (0.001, "0.001"),
+        (0.0004, "0"), (-0.25, "-0.25"), (21.172, "21.172"), (4821.2004, "4821.2"), (1e20, "1e+20"), (123456789.0125, "123456789.013"),
+    ] as [(Double, String)])
+    func formatsWithAtMostThreeDecimals(value: Double, expected: String) {
+        #expect(JSONText.number(value) == expected)
+    }
+}
