@@ -18,23 +18,6 @@ extension GatewayStore {
         return valid.count
     }
 
-    /// Appends readings in one transaction without blocking the calling thread while SQLite works.
-    @discardableResult
-    public func appendReadingsAsync(_ readings: [Reading]) async throws(CacheError) -> Int {
-        let valid = readings.filter(Self.isStorable)
-        guard !valid.isEmpty else { return 0 }
-        try ensureOpen("append readings")
-        let known = seriesIDs.withLock { $0 }
-        let created: [SeriesKey: Int64]
-        do {
-            created = try await pool.write { db in try Self.insert(valid, into: db, knownSeries: known) }
-        } catch {
-            throw CacheError.wrap(error, "cannot append readings")
-        }
-        rememberSeries(created)
-        return valid.count
-    }
-
     /// The history of one key of one device in `[from, to)`, oldest first.
     ///
     /// `.hourly` returns one point per hour whose start lies in the range: stored roll-ups merged with

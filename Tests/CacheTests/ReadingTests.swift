@@ -64,45 +64,4 @@ struct ReadingTests {
             #expect(second == [HistoryPoint(time: baseHour + hour, min: 16, max: 20, avg: 18, last: 20, sum: 5, count: 2)])
         }
     }
-
-    @Test func writerFlushesWhenBatchIsFull() async throws {
-        try await withStore { store, _ in
-            let writer = ReadingWriter(store: store, batchSize: 100, interval: .seconds(3600))
-            for index in 0..<250 {
-                await writer.append(Reading(deviceID: "d", key: "p", time: baseHour + Double(index), value: 1))
-            }
-            #expect(await eventually { await writer.statistics.written >= 200 })
-            #expect(await writer.bufferedCount <= 50)
-            try await writer.flush()
-            #expect(await writer.statistics.written == 250)
-            #expect(try store.history(deviceID: "d", key: "p", from: 0, to: 1e12, resolution: .raw).count == 250)
-        }
-    }
-
-    @Test func writerFlushesOnIntervalAndOnShutdown() async throws {
-        try await withStore { store, _ throws in
-            let writer = ReadingWriter(store: store, batchSize: 10_000, interval: .milliseconds(20))
-            let running = Task { await writer.run() }
-            await writer.append(contentsOf: (0..<5).map { Reading(deviceID: "d", key: "p", time: baseHour + Double($0), value: 1) })
-            #expect(await eventually { await writer.statistics.written == 5 })
-
-            await writer.append(contentsOf: (5..<8).map { Reading(deviceID: "d", key: "p", time: baseHour + Double($0), value: 1) })
-            running.cancel()
-            await running.value
-            #expect(await writer.bufferedCount == 0)
-            #expect(try store.history(deviceID: "d", key: "p", from: 0, to: 1e12, resolution: .raw).count == 8)
-        }
-    }
-
-    @Test func writerKeepsReadingsWhenWriteFails() async throws {
-        try await withStore { store, _ in
-            let writer = ReadingWriter(store: store, batchSize: 1000, interval: .seconds(3600), maxBuffered: 1000)
-            await writer.append(contentsOf: (0..<10).map { Reading(deviceID: "d", key: "p", time: Double($0), value: 1) })
-            try store.close()
-            let error = await #expect(throws: CacheError.self) { try await writer.flush() }
-            #expect(error?.code == .closed, "\(String(describing: error))")
-            #expect(await writer.bufferedCount == 10)
-            #expect(await writer.statistics.failedWrites == 1)
-        }
-    }
 }

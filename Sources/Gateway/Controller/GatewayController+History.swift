@@ -41,8 +41,8 @@ extension GatewayController {
         let limit = 10_000
         Task {
             do {
-                let points = try await Self.offActor {
-                    try store.history(deviceID: id.rawValue, key: key, from: start.timeIntervalSince1970, to: end.timeIntervalSince1970, resolution: resolution)
+                let points = try await store.run {
+                    try $0.history(deviceID: id.rawValue, key: key, from: start.timeIntervalSince1970, to: end.timeIntervalSince1970, resolution: resolution)
                 }
                 guard points.count <= limit else {
                     return self.fail(.invalidPayload("\(points.count) points is more than \(limit); ask for a shorter range or \"resolution\":\"hourly\""),

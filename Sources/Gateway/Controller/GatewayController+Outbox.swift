@@ -6,18 +6,13 @@ import Logging
 /// The command outbox: every command is stored before it is sent, waits while its vendor is down,
 /// runs once on recovery (in order per device), and is dropped as `expired` after its TTL.
 extension GatewayController {
-    /// Runs a blocking cache call off the controller's actor.
-    nonisolated static func offActor<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try body()
-    }
-
     func runCommand(_ job: CommandJob) async {
         let command = job.command
         if let persistence, !job.persisted, let json = try? String(decoding: JSONEncoder().encode(command), as: UTF8.self) {
             let entry = OutboxEntry(id: command.id, vendorID: command.vendorID, deviceID: command.device.rawValue, json: json,
                                     createdAt: command.issuedAt.timeIntervalSince1970, expiresAt: command.expiresAt.timeIntervalSince1970)
             do {
-                _ = try await Self.offActor { try persistence.store.enqueue(entry) }
+                _ = try await persistence.store.run { try $0.enqueue(entry) }
             } catch {
                 logger.error("cannot store command \(command.id) in the outbox: \(error); sending it anyway")
             }
@@ -28,7 +23,7 @@ extension GatewayController {
     private func record(_ body: @escaping @Sendable (GatewayStore) throws -> Void) async {
         guard let store = persistence?.store else { return }
         do {
-            try await Self.offActor { try body(store) }
+            try await store.run(body)
         } catch {
             logger.error("outbox write failed: \(error)")
         }
@@ -101,7 +96,7 @@ extension GatewayController {
         guard let store = persistence?.store else { return }
         do {
             let decoder = JSONDecoder()
-            for entry in try await Self.offActor({ try store.interruptedEntries() }) {
+            for entry in try await store.run({ try $0.interruptedEntries() }) {
                 guard let command = try? decoder.decode(DeviceCommand.self, from: Data(entry.json.utf8)) else { continue }
                 let critical = devices[command.device]?.type.isSecurityCritical ?? true
                 if critical {
@@ -111,7 +106,7 @@ extension GatewayController {
                     await record { try $0.requeue(id: entry.id, error: "interrupted by a restart") }
                 }
             }
-            let pending = try await Self.offActor({ try store.pending() })
+            let pending = try await store.run({ try $0.pending() })
             for entry in pending {
                 guard let command = try? decoder.decode(DeviceCommand.self, from: Data(entry.json.utf8)) else {
                     await record { try $0.markFailed(id: entry.id, error: "unreadable outbox entry") }

@@ -49,7 +49,8 @@ public final class Persistence: Sendable {
     /// Writes batches until `finish()`; each batch is one transaction per table group.
     public func run() async {
         for await batch in batches {
-            write(batch)
+            // On a Dispatch thread: an fsync must not hold one of the two cooperative threads.
+            _ = try? await store.run { [self] _ in self.write(batch) }
         }
     }
 
@@ -73,7 +74,7 @@ public final class Persistence: Sendable {
     public func runRetention(every interval: Duration, maxRows: Int, policy: RetentionPolicy = .standard, clock: any Clock<Duration>) async {
         while !Task.isCancelled {
             do {
-                let report = try store.runRetention(now: Date().timeIntervalSince1970, policy: policy, maxRows: maxRows)
+                let report = try await store.run { try $0.runRetention(now: Date().timeIntervalSince1970, policy: policy, maxRows: maxRows) }
                 logger.debug("retention: \(report)")
             } catch {
                 logger.error("retention failed: \(error)")

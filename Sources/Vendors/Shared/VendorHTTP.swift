@@ -130,7 +130,7 @@ public final class VendorHTTP: Sendable {
     /// Throws the classifier's verdict for a response that is not a usable success.
     public func check(_ response: HTTPClientResponse, expectsJSON: Bool) throws(GatewayError) {
         var headers: [String: String] = [:]
-        for field in response.headers where headers[field.name] == nil { headers[field.name] = Self.trimmed(field.value) }
+        for field in response.headers where headers[field.name] == nil { headers[field.name] = field.value }
         if let error = classifier.classify(
             status: response.status, headers: headers, body: response.body, expectsJSON: expectsJSON, now: now()
         ) {
@@ -189,17 +189,6 @@ public final class VendorHTTP: Sendable {
             recordAttempt(error)
             throw error
         }
-    }
-
-    /// Strips surrounding whitespace scalar by scalar: a trailing "\r\n" is ONE Character in Swift, so
-    /// Character-based trimming misses it (CurlHTTP currently hands values over with it).
-    static func trimmed(_ text: String) -> String {
-        let scalars = text.unicodeScalars
-        let isSpace: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
-        guard let first = scalars.firstIndex(where: { !isSpace($0) }), let last = scalars.lastIndex(where: { !isSpace($0) }) else {
-            return ""
-        }
-        return String(scalars[first...last])
     }
 
     /// `HTTPError` kinds in the classifier's vocabulary.
