@@ -1,3 +1,4 @@
+import Cache
 import Foundation
 @testable import Gateway
 import Testing
@@ -68,5 +69,44 @@ import Testing
     @Test func urlCredentialsAreRedacted() {
         #expect(ConfigLoader.redactURL("mqtt://user:pw@host:1883") == "mqtt://host:1883")
         #expect(ConfigLoader.redactURL("mqtt://host") == "mqtt://host")
+    }
+}
+
+@Suite struct RetentionConfigTests {
+    @Test func retentionDefaultsToTheSeedPolicyAndCanBeSet() throws {
+        let defaults = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://h}\nstorage: {path: /tmp/x.sqlite}\nvendors: [{type: demo}]\n").get()
+        #expect(defaults.storage?.retention == RetentionSettings())
+        #expect(defaults.storage?.retention.policy == .standard)
+
+        let yaml = """
+        mqtt: {url: mqtt://h}
+        storage:
+          path: /tmp/x.sqlite
+          retention: {raw_days: 2, energy_days: 400, environment_days: 90, outbox_days: 1, interval: 60, max_rows_per_run: 5000}
+        vendors: [{type: demo}]
+        """
+        let retention = try #require(try ConfigLoader.parse(yaml: yaml).get().storage?.retention)
+        #expect(retention.rawDays == 2 && retention.energyDays == 400 && retention.environmentDays == 90)
+        #expect(retention.outboxDays == 1 && retention.interval == 60 && retention.maxRowsPerRun == 5000)
+        #expect(retention.policy.rawReadings == 2 * 86_400)
+        #expect(retention.policy.environmentAggregates == 90 * 86_400)
+    }
+
+    @Test func badRetentionValuesAreReportedByKeyPath() {
+        let yaml = """
+        mqtt: {url: mqtt://h}
+        storage:
+          path: /tmp/x.sqlite
+          retention: {raw_days: 30, environment_days: 10, energy_days: -1, interval: soon, keep: forever}
+        vendors: [{type: demo}]
+        """
+        guard case .failure(let failure) = ConfigLoader.parse(yaml: yaml) else {
+            Issue.record("a broken retention config was accepted")
+            return
+        }
+        let paths = Set(failure.problems.map(\.path))
+        #expect(paths == ["storage.retention.environment_days", "storage.retention.energy_days",
+                          "storage.retention.interval", "storage.retention.keep"])
+        #expect(failure.problems.contains { $0.message.contains("shorter than raw_days") })
     }
 }

@@ -113,9 +113,11 @@ public enum ConfigLoader {
         // storage
         var storage: StorageSettings?
         if let storageNode = reader.mapping(root["storage"], at: "storage") {
-            reader.rejectUnknownKeys(in: storageNode, at: "storage", allowed: ["path"])
+            reader.rejectUnknownKeys(in: storageNode, at: "storage", allowed: ["path", "retention"])
+            let retention = readRetention(storageNode["retention"], reader: &reader)
             if let path = reader.string(storageNode["path"], at: "storage.path", required: true) {
                 storage = StorageSettings(path: resolve(path, baseDirectory: baseDirectory))
+                storage?.retention = retention
             }
         }
 
@@ -161,6 +163,30 @@ public enum ConfigLoader {
             reader.problem("vendors", "expected a list, found \(other.kindName)", fix: "write each vendor as a '- type: …' item")
         }
         return GatewayConfig(mqtt: mqtt, homeAssistant: ha, storage: storage, commands: commands, logLevel: logLevel, vendors: vendors)
+    }
+
+    /// `storage.retention`; every key is optional and defaults to seeds 004 §6.
+    static func readRetention(_ node: ConfigNode?, reader: inout ConfigReader) -> RetentionSettings {
+        var retention = RetentionSettings()
+        guard let node = reader.mapping(node, at: "storage.retention") else { return retention }
+        let at = "storage.retention"
+        reader.rejectUnknownKeys(in: node, at: at, allowed: [
+            "raw_days", "energy_days", "environment_days", "outbox_days", "interval", "max_rows_per_run",
+        ])
+        if let days = reader.number(node["raw_days"], at: "\(at).raw_days", range: 0.05...3650) { retention.rawDays = days }
+        if let days = reader.number(node["energy_days"], at: "\(at).energy_days", range: 1...36_500) { retention.energyDays = days }
+        if let days = reader.number(node["environment_days"], at: "\(at).environment_days", range: 1...36_500) { retention.environmentDays = days }
+        if let days = reader.number(node["outbox_days"], at: "\(at).outbox_days", range: 0.05...3650) { retention.outboxDays = days }
+        if let seconds = reader.number(node["interval"], at: "\(at).interval", range: 1...86_400) { retention.interval = seconds }
+        if let rows = reader.number(node["max_rows_per_run"], at: "\(at).max_rows_per_run", range: 100...10_000_000) {
+            retention.maxRowsPerRun = Int(rows)
+        }
+        // Aggregates younger than the raw window would be deleted as soon as they are written.
+        for (key, days) in [("energy_days", retention.energyDays), ("environment_days", retention.environmentDays)] where days < retention.rawDays {
+            reader.problem("\(at).\(key)", "\(JSONText.number(days)) days is shorter than raw_days (\(JSONText.number(retention.rawDays)))",
+                           fix: "keep hourly aggregates at least as long as raw readings")
+        }
+        return retention
     }
 
     static func validateURL(_ url: String, reader: inout ConfigReader) {

@@ -1,3 +1,4 @@
+import Cache
 import Foundation
 import GatewayModel
 
@@ -61,7 +62,34 @@ public struct HomeAssistantSettings: Sendable {
 
 public struct StorageSettings: Sendable {
     public var path: String
+    public var retention = RetentionSettings()
     public init(path: String) { self.path = path }
+}
+
+/// `storage.retention`: how long history is kept (seeds 004 §6) and how much cleanup one pass may do.
+public struct RetentionSettings: Sendable, Equatable {
+    /// Raw readings older than this are rolled up into hourly aggregates and deleted.
+    public var rawDays: Double = 7
+    /// Hourly energy aggregates (grid, solar, battery, water, gas) are kept this long.
+    public var energyDays: Double = 730
+    /// Hourly environment aggregates (temperature, humidity, CO2, …) are kept this long.
+    public var environmentDays: Double = 365
+    /// Finished outbox rows (acked, failed, expired) are kept this long for inspection.
+    public var outboxDays: Double = 7
+    /// Seconds between cleanup passes.
+    public var interval: Double = 600
+    /// Upper bound of rows one pass rolls up or deletes, so a pass never stalls the writer for long.
+    public var maxRowsPerRun: Int = 20_000
+
+    public init() {}
+
+    /// The cache's policy, in seconds.
+    public var policy: RetentionPolicy {
+        RetentionPolicy(
+            rawReadings: rawDays * 86_400, energyAggregates: energyDays * 86_400,
+            environmentAggregates: environmentDays * 86_400, completedOutbox: outboxDays * 86_400
+        )
+    }
 }
 
 /// How long a command may wait (outbox, vendor down) before it is dropped as `expired`.

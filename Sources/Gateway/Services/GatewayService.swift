@@ -22,7 +22,7 @@ public struct GatewayService: Service {
     public static func services(config: GatewayConfig, logger: Logger) throws -> [any Service] {
         guard let storage = config.storage else { return [GatewayService(config: config, logger: logger)] }
         let persistence = try Persistence(path: storage.path, logger: logger)
-        return [PersistenceService(persistence: persistence), GatewayService(config: config, logger: logger, persistence: persistence)]
+        return [PersistenceService(persistence: persistence, retention: storage.retention), GatewayService(config: config, logger: logger, persistence: persistence)]
     }
 
     public func run() async throws {

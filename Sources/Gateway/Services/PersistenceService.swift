@@ -7,13 +7,11 @@ import ServiceLifecycle
 /// so on shutdown it stops last, after the gateway handed over its final batch.
 public struct PersistenceService: Service {
     let persistence: Persistence
-    let retentionInterval: Duration
-    let retentionMaxRows: Int
+    let retention: RetentionSettings
 
-    public init(persistence: Persistence, retentionInterval: Duration = .seconds(600), retentionMaxRows: Int = 20_000) {
+    public init(persistence: Persistence, retention: RetentionSettings = .init()) {
         self.persistence = persistence
-        self.retentionInterval = retentionInterval
-        self.retentionMaxRows = retentionMaxRows
+        self.retention = retention
     }
 
     public func run() async throws {
@@ -21,8 +19,12 @@ public struct PersistenceService: Service {
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await persistence.run() }
+                let retention = self.retention
                 group.addTask {
-                    await persistence.runRetention(every: retentionInterval, maxRows: retentionMaxRows, clock: ContinuousClock())
+                    await persistence.runRetention(
+                        every: .milliseconds(Int64(retention.interval * 1000)), maxRows: retention.maxRowsPerRun,
+                        policy: retention.policy, clock: ContinuousClock()
+                    )
                 }
                 // The writer ends when `finish()` is called; then stop the retention loop too.
                 await group.next()
