@@ -23,6 +23,29 @@ extension GatewayStore {
         }
     }
 
+    /// Stores several commands in one transaction (one fsync), in order; returns how many were new.
+    @discardableResult
+    public func enqueue(_ entries: [OutboxEntry]) throws(CacheError) -> Int {
+        guard entries.allSatisfy({ !$0.id.isEmpty && !$0.vendorID.isEmpty && !$0.deviceID.isEmpty }) else {
+            throw CacheError(.invalidInput, "an outbox entry needs an id, a vendor id and a device id")
+        }
+        return try write("enqueue \(entries.count) commands") { db in
+            let statement = try db.cachedStatement(sql: """
+                INSERT INTO outbox (id, vendor_id, device_id, json, created_at, expires_at, state, attempts, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?)
+                ON CONFLICT (id) DO NOTHING
+                """)
+            var inserted = 0
+            for entry in entries {
+                try statement.execute(arguments: [
+                    entry.id, entry.vendorID, entry.deviceID, entry.json, entry.createdAt, entry.expiresAt, entry.createdAt,
+                ])
+                inserted += db.changesCount
+            }
+            return inserted
+        }
+    }
+
     /// Pending commands, oldest first (so each device sees its commands in order); all vendors when `vendorID` is nil.
     public func pending(vendorID: String? = nil) throws(CacheError) -> [OutboxEntry] {
         if let vendorID {

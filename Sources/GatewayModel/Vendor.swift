@@ -43,6 +43,32 @@ public protocol Vendor: Sendable {
     /// Carries out one command. Throws a `GatewayError` describing what went wrong.
     func execute(_ command: DeviceCommand) async throws -> CommandOutcome
 
+    /// Carries out several commands for different devices at once, in one vendor call where the
+    /// vendor has one (the consciousness backend's `batch-control`). Results are keyed by command id;
+    /// a missing result counts as not carried out. The default runs `execute` for each concurrently.
+    func executeBatch(_ commands: [DeviceCommand]) async -> [String: Result<CommandOutcome, GatewayError>]
+
     /// Asks the vendor for fresh state of one device now (`<base>/device/<id>/get`).
     func refresh(_ device: DeviceID) async throws
+}
+
+extension Vendor {
+    public func executeBatch(_ commands: [DeviceCommand]) async -> [String: Result<CommandOutcome, GatewayError>] {
+        await withTaskGroup(of: (String, Result<CommandOutcome, GatewayError>).self) { group in
+            for command in commands {
+                group.addTask {
+                    do {
+                        return (command.id, .success(try await self.execute(command)))
+                    } catch let error as GatewayError {
+                        return (command.id, .failure(error))
+                    } catch {
+                        return (command.id, .failure(GatewayError(.internal, message: "\(error)")))
+                    }
+                }
+            }
+            var results: [String: Result<CommandOutcome, GatewayError>] = [:]
+            for await (id, result) in group { results[id] = result }
+            return results
+        }
+    }
 }

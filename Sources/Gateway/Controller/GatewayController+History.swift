@@ -77,7 +77,7 @@ extension GatewayController {
             return fail(.invalidPayload("batch needs {\"commands\":[{\"device\":\"<id>\",\"set\":{…}}, …]} with 1 to 500 items"),
                         device: nil, context: context, reply: reply)
         }
-        var jobs: [(Int, CommandJob)] = []
+        var jobs: [(index: Int, job: CommandJob)] = []
         var results: [Int: JSON] = [:]
         for (index, item) in items.enumerated() {
             guard case .string(let rawID)? = item["device"], case .object(let set)? = item["set"] else {
@@ -100,27 +100,45 @@ extension GatewayController {
                 jobs.append((index, CommandJob(command: command, reply: Reply())))
             }
         }
+        groupForVendorCalls(&jobs)
+
+        // Completions arrive in any order; the response goes out when every accepted item has one.
+        let (outcomes, report) = AsyncStream.makeStream(of: (index: Int, device: String, error: GatewayError?).self)
+        for position in jobs.indices {
+            let (index, device) = (jobs[position].index, jobs[position].job.command.device.rawValue)
+            jobs[position].job.completion = { report.yield((index, device, $0)) }
+        }
+        // One call, in item order: items for the same device keep their order in its lane.
+        enqueue(jobs.map(\.job))
+        let expected = jobs.count
         Task {
-            let outcomes = await withTaskGroup(of: (Int, String, GatewayError?).self) { group in
-                for (index, job) in jobs {
-                    group.addTask {
-                        let error = await withCheckedContinuation { (continuation: CheckedContinuation<GatewayError?, Never>) in
-                            var job = job
-                            job.completion = { continuation.resume(returning: $0) }
-                            Task { await self.enqueue(job) }
-                        }
-                        return (index, job.command.device.rawValue, error)
-                    }
+            var received = 0
+            if expected > 0 {
+                for await outcome in outcomes {
+                    results[outcome.index] = self.itemResult(outcome.device, outcome.error)
+                    received += 1
+                    if received == expected { break }
                 }
-                var collected: [(Int, String, GatewayError?)] = []
-                for await outcome in group { collected.append(outcome) }
-                return collected
             }
-            for (index, device, error) in outcomes { results[index] = self.itemResult(device, error) }
             let ordered = (0..<items.count).map { results[$0] ?? .null }
             let failed = ordered.filter { $0 != .null && $0.isError }.count
             // The batch itself was carried out: `status` is ok and each item says how it went.
             self.respond(reply, status: "ok", data: ["results": .array(ordered), "failed": .number(Double(failed))], error: nil)
+        }
+    }
+
+    /// Puts the first item for each device of a vendor with two or more devices in the batch into one
+    /// batch group, so they leave in one vendor call. Later items for an already-grouped device run
+    /// after it, on their own, in order.
+    private func groupForVendorCalls(_ jobs: inout [(index: Int, job: CommandJob)]) {
+        var firstPerDevice: [String: [Int]] = [:]
+        var seen: Set<DeviceID> = []
+        for (position, entry) in jobs.enumerated() where seen.insert(entry.job.command.device).inserted {
+            firstPerDevice[entry.job.command.vendorID, default: []].append(position)
+        }
+        for (vendorID, positions) in firstPerDevice where positions.count > 1 {
+            let key = openBatchGroup(vendorID: vendorID, expected: positions.count)
+            for position in positions { jobs[position].job.batchGroup = key }
         }
     }
 

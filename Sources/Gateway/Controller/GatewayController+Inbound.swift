@@ -1,3 +1,4 @@
+import Cache
 import Foundation
 import GatewayModel
 import Logging
@@ -61,13 +62,45 @@ extension GatewayController {
     }
 
     /// Commands for one device run one at a time, in arrival order; devices run in parallel.
+    /// With a cache, every command is first stored in the outbox (one ordered intake, one
+    /// transaction per arrival group), so a command waiting behind another survives a kill -9 too.
     func enqueue(_ job: CommandJob) {
-        let id = job.command.device
-        if let lane = commandLanes[id] {
-            lane.yield(job)
+        enqueue([job])
+    }
+
+    func enqueue(_ jobs: [CommandJob]) {
+        guard persistence != nil, jobs.contains(where: { !$0.persisted }) else {
+            jobs.forEach(dispatchToLane)
             return
         }
-        let (stream, continuation) = AsyncStream.makeStream(of: CommandJob.self, bufferingPolicy: .bufferingOldest(256))
+        if outboxIntake == nil {
+            let (stream, continuation) = AsyncStream.makeStream(of: [CommandJob].self)
+            outboxIntake = continuation
+            Task {
+                for await group in stream {
+                    await self.storeInOutbox(group)
+                }
+            }
+        }
+        outboxIntake?.yield(jobs)
+    }
+
+    /// Commands that may wait for one device; more are refused with `queue_full` rather than held without bound.
+    static let laneCapacity = 256
+
+    func dispatchToLane(_ job: CommandJob) {
+        let id = job.command.device
+        if let lane = commandLanes[id] {
+            if case .dropped = lane.yield(job) {
+                let error = GatewayError.queueFull(device: id.rawValue, limit: Self.laneCapacity)
+                let commandID = job.command.id
+                Task { await self.record { try $0.markFailed(id: commandID, error: error.jsonText) } }
+                job.completion?(error)
+                fail(error, device: id, context: commandContext(job.command), reply: job.reply)
+            }
+            return
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: CommandJob.self, bufferingPolicy: .bufferingOldest(Self.laneCapacity))
         commandLanes[id] = continuation
         continuation.yield(job)
         Task {

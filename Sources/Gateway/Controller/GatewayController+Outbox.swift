@@ -6,21 +6,36 @@ import Logging
 /// The command outbox: every command is stored before it is sent, waits while its vendor is down,
 /// runs once on recovery (in order per device), and is dropped as `expired` after its TTL.
 extension GatewayController {
-    func runCommand(_ job: CommandJob) async {
-        let command = job.command
-        if let persistence, !job.persisted, let json = try? String(decoding: JSONEncoder().encode(command), as: UTF8.self) {
-            let entry = OutboxEntry(id: command.id, vendorID: command.vendorID, deviceID: command.device.rawValue, json: json,
-                                    createdAt: command.issuedAt.timeIntervalSince1970, expiresAt: command.expiresAt.timeIntervalSince1970)
+    /// Stores arriving commands durably (one transaction for the group) before they join their lanes.
+    func storeInOutbox(_ jobs: [CommandJob]) async {
+        if let persistence {
+            let encoder = JSONEncoder()
+            let entries = jobs.filter { !$0.persisted }.compactMap { job -> OutboxEntry? in
+                let command = job.command
+                guard let json = try? String(decoding: encoder.encode(command), as: UTF8.self) else { return nil }
+                return OutboxEntry(id: command.id, vendorID: command.vendorID, deviceID: command.device.rawValue, json: json,
+                                   createdAt: command.issuedAt.timeIntervalSince1970, expiresAt: command.expiresAt.timeIntervalSince1970)
+            }
             do {
-                _ = try await persistence.store.run { try $0.enqueue(entry) }
+                _ = try await persistence.store.run { try $0.enqueue(entries) }
             } catch {
-                logger.error("cannot store command \(command.id) in the outbox: \(error); sending it anyway")
+                logger.error("cannot store \(entries.count) command(s) in the outbox: \(error); sending anyway")
             }
         }
+        for var job in jobs {
+            job.persisted = true
+            dispatchToLane(job)
+        }
+    }
+
+    /// Runs one command at the front of its device lane: with its batch group when it has one,
+    /// otherwise (or for what the batch call left undone) on its own.
+    func runCommand(_ job: CommandJob) async {
+        if job.batchGroup != nil, await joinBatch(job) == .done { return }
         await attempt(job)
     }
 
-    private func record(_ body: @escaping @Sendable (GatewayStore) throws -> Void) async {
+    func record(_ body: @escaping @Sendable (GatewayStore) throws -> Void) async {
         guard let store = persistence?.store else { return }
         do {
             try await store.run(body)
@@ -29,7 +44,7 @@ extension GatewayController {
         }
     }
 
-    private func attempt(_ job: CommandJob) async {
+    func attempt(_ job: CommandJob) async {
         let command = job.command
         let id = command.id
         var backoff = Duration.milliseconds(250)

@@ -29,6 +29,10 @@ public actor GatewayController {
     /// (not the payloads themselves: kilobytes per device add up at 1,000 devices).
     var publishedDiscovery: [DeviceID: (topics: [String], digest: Int)] = [:]
     var commandLanes: [DeviceID: AsyncStream<CommandJob>.Continuation] = [:]
+    /// Commands on their way into the outbox, in arrival order (see `enqueue`).
+    var outboxIntake: AsyncStream<[CommandJob]>.Continuation?
+    /// Batch items of one vendor gathering at the front of their device lanes (see `joinBatch`).
+    var batchGroups: [String: BatchGroup] = [:]
     var aggregatesPending = false
     var dirtyRooms: Set<String> = []
     var energyDirty = false
@@ -57,6 +61,8 @@ public actor GatewayController {
         var persisted = false
         /// Told the final outcome (nil = done), for batch requests.
         var completion: (@Sendable (GatewayError?) -> Void)?
+        /// The batch group this command goes out with in one vendor call, if any.
+        var batchGroup: String?
     }
 
     /// Where to answer a command or request: the v5 response topic, and/or a bridge response.

@@ -23,6 +23,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         case retainedCommand = "retained_command"
         case expired
         case unknownRequest = "unknown_request"
+        case queueFull = "queue_full"
         // Vendor and transport.
         /// Connect or DNS failure.
         case vendorUnreachable = "vendor_unreachable"
@@ -98,6 +99,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
             case .retainedCommand: "Publish commands with retain=false, and clear the retained message (mosquitto_pub -r -n -t <topic>)."
             case .expired: "Send the command again if it is still wanted."
             case .unknownRequest: "Use one of the bridge requests listed in the topic documentation."
+            case .queueFull: "Wait for the device's queued commands to finish (or expire) before sending more."
             case .vendorUnreachable: "Check that the vendor's device or cloud is online and reachable from the gateway; the gateway keeps retrying."
             case .vendorTimeout: "The vendor is slow or overloaded; the gateway retries automatically."
             case .vendorServerError: "The vendor has a problem on its side; the gateway retries automatically."
@@ -247,6 +249,10 @@ extension GatewayError {
             .expired,
             message: "Command \(clip(commandID)) expired at \(ISOTime.format(expiredAt)) before it could be carried out."
         )
+    }
+
+    public static func queueFull(device: String, limit: Int) -> GatewayError {
+        GatewayError(.queueFull, message: "Device '\(clip(device))' already has \(limit) commands waiting; this one was not queued.")
     }
 
     public static func unknownRequest(_ name: String) -> GatewayError {

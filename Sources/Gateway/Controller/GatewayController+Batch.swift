@@ -1,0 +1,112 @@
+import Cache
+import Foundation
+import GatewayModel
+
+/// Batch items of one vendor leave in one vendor call (`Vendor.executeBatch`), without giving up
+/// per-device order: each item still waits at the front of its device lane, behind any earlier
+/// command for that device. When every item of the group is at its lane front — or the gather
+/// window has passed, so one blocked device cannot hold up the rest — the group goes out at once.
+/// Items that arrive after that, and items the vendor call left undone for a transient reason
+/// (vendor down, timeout), continue one by one through the normal outbox path.
+extension GatewayController {
+    /// How long the first item of a group waits for the others before the group goes out without them.
+    static let batchGatherWindow = Duration.milliseconds(250)
+
+    struct BatchGroup {
+        var vendorID: String
+        /// Items of the group that will join (one per device).
+        var expected: Int
+        var waiting: [(job: CommandJob, resume: CheckedContinuation<BatchSlot, Never>)] = []
+    }
+
+    enum BatchSlot: Sendable {
+        /// The vendor call settled the command (done or failed for good).
+        case done
+        /// Run the command on its own.
+        case single
+    }
+
+    /// Registers a group before its items enter the outbox; returns its key.
+    func openBatchGroup(vendorID: String, expected: Int) -> String {
+        let key = UUID().uuidString
+        batchGroups[key] = BatchGroup(vendorID: vendorID, expected: expected)
+        return key
+    }
+
+    /// Waits (at the front of the item's lane) until its group goes out; says what is left to do.
+    func joinBatch(_ job: CommandJob) async -> BatchSlot {
+        guard let key = job.batchGroup, batchGroups[key] != nil else { return .single }
+        // The body runs synchronously on this actor, so parking cannot race the group leaving.
+        return await withCheckedContinuation { continuation in
+            park(job, key: key, continuation)
+        }
+    }
+
+    private func park(_ job: CommandJob, key: String, _ continuation: CheckedContinuation<BatchSlot, Never>) {
+        // The group left without this item (gather window): it runs on its own.
+        guard var group = batchGroups[key] else { return continuation.resume(returning: .single) }
+        group.waiting.append((job, continuation))
+        batchGroups[key] = group
+        if group.waiting.count >= group.expected {
+            Task { await self.sendBatch(key) }
+        } else if group.waiting.count == 1 {
+            let clock = self.clock
+            Task {
+                try? await clock.sleep(for: Self.batchGatherWindow)
+                await self.sendBatch(key)
+            }
+        }
+    }
+
+    private func sendBatch(_ key: String) async {
+        guard let group = batchGroups.removeValue(forKey: key) else { return }
+        let moment = now()
+        var ready: [(job: CommandJob, resume: CheckedContinuation<BatchSlot, Never>)] = []
+        for item in group.waiting {
+            // Unknown devices and overdue commands are reported by the single path, as for /set.
+            if devices[item.job.command.device] == nil || moment > item.job.command.expiresAt {
+                item.resume.resume(returning: .single)
+            } else {
+                ready.append(item)
+            }
+        }
+        guard let vendor = vendors[group.vendorID], !ready.isEmpty else {
+            ready.forEach { $0.resume.resume(returning: .single) }
+            return
+        }
+        let ids = ready.map(\.job.command.id)
+        await record { store in
+            for id in ids { try store.markSending(id: id) }
+        }
+        let results = await vendor.executeBatch(ready.map(\.job.command))
+        for (job, resume) in ready {
+            let command = job.command
+            let id = command.id
+            switch results[id] {
+            case .success(let outcome)?:
+                counters.commandsExecuted += 1
+                applyConfirmed(outcome.confirmed, to: command.device)
+                let result = JSONText.object(outcome.confirmed)
+                await record { try $0.markAcked(id: id, resultJSON: result) }
+                job.completion?(nil)
+                resume.resume(returning: .done)
+            case .failure(let failure)? where !failure.retryable:
+                if failure.code == .expired {
+                    await record { try $0.markExpired(id: id) }
+                } else {
+                    await record { try $0.markFailed(id: id, error: failure.jsonText) }
+                }
+                job.completion?(failure)
+                fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
+                resume.resume(returning: .done)
+            case .failure(let failure)?:
+                // Transient: back in line; the single path waits for the vendor and retries.
+                await record { try $0.requeue(id: id, error: failure.jsonText) }
+                resume.resume(returning: .single)
+            case nil:
+                await record { try $0.requeue(id: id, error: "no result in the batch answer") }
+                resume.resume(returning: .single)
+            }
+        }
+    }
+}
