@@ -40,6 +40,16 @@ if mode == "gateway" || mode == "all" {
     await broker.stop()
 }
 
+// Only the gateway's publish path, long enough to profile (`perf record -g -p <pid>`).
+if mode == "publish" {
+    let broker = try await MosquittoBroker.started()
+    for _ in 0..<3 {
+        let (result, count) = try await GatewayBench.gatewayPublishing(broker: broker, extraDevices: 1000, rounds: 200)
+        line("gateway_state_publish_rate", String(format: "%.0f msg/s (%d devices, %d of %d delivered)", result.rate, count, result.delivered, result.messages))
+    }
+    await broker.stop()
+}
+
 if mode == "coldstart" || mode == "all" {
     let broker = try await MosquittoBroker.started()
     let result = try await ColdStartBench.run(broker: broker, devices: 1000)

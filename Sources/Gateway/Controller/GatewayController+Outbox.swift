@@ -97,7 +97,7 @@ extension GatewayController {
         guard devices[id] != nil, !confirmed.isEmpty else { return }
         states[id, default: DeviceState()].merge(confirmed, observedAt: now())
         publishState(id)
-        markAggregatesDirty(for: id, values: confirmed)
+        markAggregatesDirty(for: id)
         if persistence != nil {
             dirtyStates.insert(id)
             schedulePersist()

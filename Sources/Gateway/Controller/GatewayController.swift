@@ -38,14 +38,26 @@ public actor GatewayController {
     var energyDirty = false
     var haRepublishPending = false
     var counters = Counters()
-    /// Per-device strings used on every update, computed once.
-    var stateTopics: [DeviceID: String] = [:]
-    var roomSlugs: [DeviceID: String] = [:]
+    /// What every state update needs per device, computed once and found with one lookup
+    /// (copying a whole `Device` per update would retain each of its strings).
+    var hot: [DeviceID: HotInfo] = [:]
+    /// Devices that feed `energy/home`, and each room's devices, so the home views never scan all devices.
+    var energyDevices: Set<DeviceID> = []
+    var roomMembers: [String: Set<DeviceID>] = [:]
     /// A tick of a polling vendor stamps many devices with one time: format it once.
     var lastSeenCache: (Date, String)?
     var pendingWrites = WriteBatch()
     var dirtyStates: Set<DeviceID> = []
     var persistPending = false
+
+    struct HotInfo {
+        var stateTopic: String
+        var type: DeviceType
+        var vendorID: String
+        var room: String?
+        var feedsEnergy: Bool
+        var feedsEnvironment: Bool
+    }
 
     struct Counters {
         var commandsExecuted = 0
@@ -143,18 +155,18 @@ public actor GatewayController {
         case .inventory(let vendorID, let list):
             applyInventory(vendorID: vendorID, devices: list)
         case .state(let id, let values, let observedAt):
-            guard devices[id] != nil else {
+            guard let info = hot[id] else {
                 logger.debug("state for unknown device \(id) ignored")
                 return
             }
             // Merged in place: copying the state out and back would copy its dictionary on every update.
             states[id, default: DeviceState()].merge(values, observedAt: observedAt)
-            if availability[id] != true, vendorHealth[devices[id]?.vendorID ?? ""]?.state != .down {
+            if availability[id] != true, vendorHealth[info.vendorID]?.state != .down {
                 availability[id] = true
                 publishAvailability(id)
             }
-            publishState(id)
-            markAggregatesDirty(for: id, values: values)
+            publishState(id, info)
+            markAggregatesDirty(info)
             if persistence != nil {
                 Persistence.readings(for: id, values: values, at: observedAt, into: &pendingWrites.readings)
                 dirtyStates.insert(id)
@@ -203,8 +215,9 @@ public actor GatewayController {
     func removeDevice(_ device: Device) {
         let id = device.id
         devices[id] = nil
-        stateTopics[id] = nil
-        roomSlugs[id] = nil
+        hot[id] = nil
+        energyDevices.remove(id)
+        if let room = device.roomSlug { roomMembers[room]?.remove(id) }
         states[id] = nil
         availability[id] = nil
         commandLanes.removeValue(forKey: id)?.finish()
@@ -228,7 +241,12 @@ public actor GatewayController {
     // MARK: - Publishing
 
     func publishState(_ id: DeviceID) {
-        guard let device = devices[id], let state = states[id] else { return }
+        guard let info = hot[id] else { return }
+        publishState(id, info)
+    }
+
+    func publishState(_ id: DeviceID, _ info: HotInfo) {
+        guard let state = states[id] else { return }
         var lastSeenText: String?
         if let lastSeen = state.lastSeen {
             if let cached = lastSeenCache, cached.0 == lastSeen {
@@ -239,16 +257,23 @@ public actor GatewayController {
                 lastSeenText = text
             }
         }
-        let topic = stateTopics[id] ?? topics.device(id)
-        transport.publish(topic, StateSnapshot.render(device: device, state: state, lastSeenText: lastSeenText), qos: 0, retain: config.mqtt.retainState)
+        transport.publish(info.stateTopic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
+                          qos: 0, retain: config.mqtt.retainState)
         counters.statesPublished += 1
     }
 
     /// Registers a device's description and its precomputed strings.
     func store(_ device: Device) {
         devices[device.id] = device
-        stateTopics[device.id] = topics.device(device.id)
-        roomSlugs[device.id] = device.roomSlug
+        if let old = hot[device.id]?.room, old != device.roomSlug { roomMembers[old]?.remove(device.id) }
+        let info = HotInfo(
+            stateTopic: topics.device(device.id), type: device.type, vendorID: device.vendorID, room: device.roomSlug,
+            feedsEnergy: device.keys.contains(where: HomeViews.energyKeys.contains),
+            feedsEnvironment: device.keys.contains(where: HomeViews.environmentKeys.contains)
+        )
+        hot[device.id] = info
+        if info.feedsEnergy { energyDevices.insert(device.id) } else { energyDevices.remove(device.id) }
+        if let room = info.room { roomMembers[room, default: []].insert(device.id) }
     }
 
     func publishAvailability(_ id: DeviceID) {
@@ -339,12 +364,15 @@ public actor GatewayController {
 
     // MARK: - Home-level views
 
-    func markAggregatesDirty(for id: DeviceID, values: [String: StateValue]) {
-        if !energyDirty, values.keys.contains(where: HomeViews.energyKeys.contains) { energyDirty = true }
-        if let room = roomSlugs[id], !dirtyRooms.contains(room), values.keys.contains(where: HomeViews.environmentKeys.contains) {
-            dirtyRooms.insert(room)
-        }
+    /// An update of a device that feeds a home view marks that view for the next coalesced publish.
+    func markAggregatesDirty(_ info: HotInfo) {
+        if info.feedsEnergy { energyDirty = true }
+        if info.feedsEnvironment, let room = info.room { dirtyRooms.insert(room) }
         if energyDirty || !dirtyRooms.isEmpty { scheduleAggregates() }
+    }
+
+    func markAggregatesDirty(for id: DeviceID) {
+        if let info = hot[id] { markAggregatesDirty(info) }
     }
 
     /// Sums are coalesced: a burst of readings gives one `energy/home` update, not one per reading.
@@ -362,16 +390,23 @@ public actor GatewayController {
         aggregatesPending = false
         if energyDirty {
             energyDirty = false
-            if let payload = HomeViews.energy(devices: devices, states: states) {
+            if let payload = HomeViews.energy(devices: devices(in: energyDevices), states: states) {
                 transport.publish(topics.energyHome, payload.render(), qos: 0, retain: true)
             }
         }
         let rooms = dirtyRooms
         dirtyRooms.removeAll()
         for room in rooms.sorted() {
-            let payload = HomeViews.environment(room: room, devices: devices, states: states)
+            let payload = HomeViews.environment(room: room, devices: devices(in: roomMembers[room] ?? []), states: states)
             transport.publish(topics.environment(room: room), payload?.render() ?? "", qos: 0, retain: true)
         }
+    }
+
+    private func devices(in ids: Set<DeviceID>) -> [DeviceID: Device] {
+        var subset: [DeviceID: Device] = [:]
+        subset.reserveCapacity(ids.count)
+        for id in ids { subset[id] = devices[id] }
+        return subset
     }
 
     func publishAggregates() {

@@ -5,13 +5,13 @@ import GatewayModel
 /// `last_seen` (when the vendor observed it, ISO 8601 UTC) and `stale` while it comes from the cache.
 enum StateSnapshot {
     /// Written straight into one string (no intermediate dictionary): this runs for every update.
-    static func render(device: Device, state: DeviceState, lastSeenText: String?) -> String {
+    static func render(type: DeviceType, state: DeviceState, lastSeenText: String?) -> String {
         var extra: [(String, StateValue)] = []
         if let lastSeenText { extra.append(("last_seen", .string(lastSeenText))) }
         if state.stale { extra.append(("stale", .bool(true))) }
         // Home Assistant's JSON light reads `color_temp` (Kelvin with `color_temp_kelvin: true`)
         // and `color_mode`; they mirror `color_temp_kelvin` and are documented as such.
-        if device.type == .light, let kelvin = state.values["color_temp_kelvin"] {
+        if type == .light, let kelvin = state.values["color_temp_kelvin"] {
             extra.append(("color_temp", kelvin))
             extra.append(("color_mode", .string("color_temp")))
         }
