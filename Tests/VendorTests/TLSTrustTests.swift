@@ -157,3 +157,58 @@ struct TLSTrustTests {
         #expect(rig.store.all == [rig.front.hostPort: rig.front.pin])
     }
 }
+
+/// A loopback listener that never accepts: connections complete in the kernel and then hang, like a device
+/// stuck before its TLS handshake.
+private final class SilentListener: Sendable {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let fd = fd
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard fd >= 0, listening else { throw TestSupportError("silent listener: \(String(cString: strerror(errno)))") }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+
+    /// True once a client connected (its connection waits in the backlog).
+    var hasPendingConnection: Bool {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 1
+    }
+}
+
+@Suite struct TLSFirstUseCancellationTests {
+    @Test func cancellingACallDuringTheFirstUseFetchEndsItAtOnce() async throws {
+        let silent = try SilentListener()
+        let client = try HTTPClient()
+        defer { client.shutdown() }
+        let store = InMemoryTLSPinStore()
+        let http = VendorHTTP(
+            vendorID: "device", client: client, settings: .init(retry: .none, tls: .firstUse), sink: EventLog().sink,
+            time: TimeSource(ManualClock()), pinStore: store
+        )
+        // The fetch may take the whole connect timeout (30 s) unless cancellation reaches it.
+        let request = HTTPClientRequest(url: "https://127.0.0.1:\(silent.port)/", connectTimeout: .seconds(30), timeout: .seconds(30))
+        let started = ContinuousClock.now
+        let call = Task { await gatewayError { _ = try await http.send(request, use: .poll) } }
+        try await waitUntil("the first-use fetch connected", timeout: .seconds(10)) { silent.hasPendingConnection }
+        call.cancel()
+        let error = await call.value
+        #expect(error?.code == .interrupted)
+        #expect(ContinuousClock.now - started < .seconds(20))
+        #expect(store.all.isEmpty)
+        #expect(http.breaker.snapshot.failuresInWindow == 0)
+    }
+}

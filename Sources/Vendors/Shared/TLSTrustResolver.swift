@@ -110,7 +110,8 @@ public final class TLSTrustResolver: Sendable {
         }
         if let known { return known }
         guard let lookup else { throw GatewayError.internal("no TLS pin lookup for \(hostPort)") }
-        let result = await lookup.value
+        // Cancelling a waiter (shutdown) cancels the fetch, so it never holds shutdown up for a connect timeout.
+        let result = await withTaskCancellationHandler { await lookup.value } onCancel: { lookup.cancel() }
         state.withLock { state in
             guard state.lookups[hostPort] == lookup else { return }
             state.lookups.removeValue(forKey: hostPort)
