@@ -18,8 +18,8 @@ public final class TLSFront: Sendable {
     private struct State {
         var port: Int
         var process: ProcessRunner?
+        var key: KeyMaterial
         var generation = 0
-        var pin = ""
         var starts = 0
     }
 
@@ -29,18 +29,20 @@ public final class TLSFront: Sendable {
         return tools.allSatisfy { access($0, X_OK) == 0 }
     }
 
-    /// Makes a key and starts the front for `127.0.0.1:<targetPort>` on a free port.
-    public static func started(targetPort: Int) async throws -> TLSFront {
-        let front = try TLSFront(targetPort: targetPort)
-        try await front.makeKey()
+    /// Starts the front for `127.0.0.1:<targetPort>` on a free port. Fronts share one key made once per test
+    /// process (key generation is the costly part while the suite loads both cores) unless `freshKey` is true.
+    public static func started(targetPort: Int, freshKey: Bool = false) async throws -> TLSFront {
+        let directory = try TemporaryDirectory(prefix: "lbs-tlsfront")
+        let key = freshKey ? try await KeyMaterial.make(in: directory, name: "key-0") : try await SharedKey.shared.material()
+        let front = try TLSFront(targetPort: targetPort, directory: directory, key: key)
         try await front.start()
         return front
     }
 
-    private init(targetPort: Int) throws {
-        directory = try TemporaryDirectory(prefix: "lbs-tlsfront")
+    private init(targetPort: Int, directory: TemporaryDirectory, key: KeyMaterial) throws {
+        self.directory = directory
         self.targetPort = targetPort
-        state = Mutex(State(port: try freeLoopbackPort()))
+        state = Mutex(State(port: try freeLoopbackPort(), key: key))
     }
 
     deinit {
@@ -58,13 +60,20 @@ public final class TLSFront: Sendable {
     public var hostPort: String { "127.0.0.1:\(port)" }
 
     /// The SPKI SHA-256 (base64) of the key served now, computed by `openssl` independently of the code under test.
-    public var pin: String { state.withLock { $0.pin } }
+    public var pin: String { state.withLock { $0.key.pin } }
 
     /// Stops the front (its forked children too, so no kept-alive connection survives) and starts it again
     /// on the same port, with a fresh key when `newKey` is true.
     public func restart(newKey: Bool = true) async throws {
         await stop()
-        if newKey { try await makeKey() }
+        if newKey {
+            let name = state.withLock { state in
+                state.generation += 1
+                return "key-\(state.generation)"
+            }
+            let key = try await KeyMaterial.make(in: directory, name: name)
+            state.withLock { $0.key = key }
+        }
         try await start()
     }
 
@@ -91,30 +100,11 @@ public final class TLSFront: Sendable {
         }
     }
 
-    private func makeKey() async throws {
-        let generation = state.withLock { state in
-            state.generation += 1
-            return state.generation
-        }
-        let key = directory.file("key-\(generation).pem")
-        let certificate = directory.file("cert-\(generation).pem")
-        try await run("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=device.local",
-        ], name: "openssl-req")
-        let pin = try await run("/bin/sh", ["-c",
-            "openssl x509 -in '\(certificate)' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64",
-        ], name: "openssl-pin").filter { !$0.isWhitespace }
-        guard pin.count == 44 else { throw TestSupportError("openssl printed no key pin: '\(pin)'") }
-        state.withLock { $0.pin = pin }
-    }
-
     private func start(timeout: Duration = .seconds(10)) async throws {
         var lastOutput = ""
         for _ in 0..<5 {
-            let (port, generation, firstStart) = state.withLock { ($0.port, $0.generation, $0.starts == 0) }
-            let listen = "OPENSSL-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,verify=0,"
-                + "cert=\(directory.file("cert-\(generation).pem")),key=\(directory.file("key-\(generation).pem"))"
+            let (port, key, firstStart) = state.withLock { ($0.port, $0.key, $0.starts == 0) }
+            let listen = "OPENSSL-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,verify=0,cert=\(key.certificate),key=\(key.key)"
             // setsid: socat leads its own process group, so `stop()` can end its forked children with it.
             let process = try ProcessRunner(
                 executable: "/usr/bin/setsid", arguments: ["/usr/bin/socat", listen, "TCP:127.0.0.1:\(targetPort)"],
@@ -140,10 +130,32 @@ public final class TLSFront: Sendable {
         }
         throw TestSupportError("socat did not start on port \(port): \(lastOutput)")
     }
+}
+
+/// A self-signed P-256 certificate, its key, and the key's pin as `openssl` computes it.
+struct KeyMaterial: Sendable {
+    let key: String
+    let certificate: String
+    /// SPKI SHA-256, base64: the reference value, independent of the code under test.
+    let pin: String
+
+    static func make(in directory: TemporaryDirectory, name: String) async throws -> KeyMaterial {
+        let key = directory.file("\(name).key.pem")
+        let certificate = directory.file("\(name).cert.pem")
+        try await run("/usr/bin/openssl", [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=device.local",
+        ], directory: directory, name: "\(name)-req")
+        let pin = try await run("/bin/sh", ["-c",
+            "openssl x509 -in '\(certificate)' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64",
+        ], directory: directory, name: "\(name)-pin").filter { !$0.isWhitespace }
+        guard pin.count == 44 else { throw TestSupportError("openssl printed no key pin: '\(pin)'") }
+        return KeyMaterial(key: key, certificate: certificate, pin: pin)
+    }
 
     /// Runs a short tool to completion and returns its standard output.
     @discardableResult
-    private func run(_ executable: String, _ arguments: [String], name: String) async throws -> String {
+    private static func run(_ executable: String, _ arguments: [String], directory: TemporaryDirectory, name: String) async throws -> String {
         let process = try ProcessRunner(executable: executable, arguments: arguments, outputDirectory: directory.path, name: name)
         guard let status = await process.waitForExit(timeout: .seconds(30)) else {
             process.kill()
@@ -153,5 +165,26 @@ public final class TLSFront: Sendable {
             throw TestSupportError("\(name) failed (\(status)): \(process.standardError().suffix(500))")
         }
         return process.standardOutput()
+    }
+}
+
+/// The key most fronts share, made on first use; its directory is removed when the test process exits.
+private actor SharedKey {
+    static let shared = SharedKey()
+    /// Kept here: a `TemporaryDirectory` removes itself when released.
+    private static let directory = Mutex<TemporaryDirectory?>(nil)
+    private var making: Task<KeyMaterial, any Error>?
+
+    func material() async throws -> KeyMaterial {
+        if let making { return try await making.value }
+        let task = Task<KeyMaterial, any Error> {
+            let directory = try TemporaryDirectory(prefix: "lbs-tlsfront-shared")
+            Self.directory.withLock { $0 = directory }
+            // Statics are never released, so remove the directory from an exit hook.
+            atexit { SharedKey.directory.withLock { $0?.remove() } }
+            return try await KeyMaterial.make(in: directory, name: "shared")
+        }
+        making = task
+        return try await task.value
     }
 }
