@@ -277,6 +277,16 @@ public final class GatewayStore: Sendable {
         }
     }
 
+    /// Removes the pin of `hostPort` so the next connection pins again; returns the removed pin, if any.
+    @discardableResult
+    public func deletePin(hostPort: String) throws(CacheError) -> String? {
+        try write("delete TLS pin") { db in
+            let removed = try String.fetchOne(db, sql: "SELECT spki_sha256 FROM tls_pin WHERE host_port = ?", arguments: [hostPort])
+            try db.execute(sql: "DELETE FROM tls_pin WHERE host_port = ?", arguments: [hostPort])
+            return removed
+        }
+    }
+
     // MARK: - Access helpers
 
     /// Throws `.closed` once `close()` has run.

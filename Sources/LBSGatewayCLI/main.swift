@@ -11,7 +11,7 @@ struct LBSGateway: AsyncParsableCommand {
         commandName: "lbs-gateway",
         abstract: "MQTT edge gateway for the Living Building System: vendor devices in, normalized MQTT topics out.",
         version: GatewayController.version,
-        subcommands: [Run.self, CheckConfig.self],
+        subcommands: [Run.self, CheckConfig.self, TLSPin.self],
         defaultSubcommand: nil
     )
 }
@@ -19,6 +19,11 @@ struct LBSGateway: AsyncParsableCommand {
 struct ConfigOption: ParsableArguments {
     @Option(name: .shortAndLong, help: "Path to the YAML configuration file.")
     var config: String = "/etc/lbs-gateway/config.yaml"
+
+    /// The validated config, including the checks that span entries (`tls: first_use` needs storage).
+    func load() -> Result<GatewayConfig, ConfigLoader.Failure> {
+        ConfigLoader.load(path: config)
+    }
 }
 
 extension LBSGateway {
@@ -32,7 +37,7 @@ extension LBSGateway {
 
         func run() async throws {
             let config: GatewayConfig
-            switch ConfigLoader.load(path: options.config) {
+            switch options.load() {
             case .success(let loaded): config = loaded
             case .failure(let failure):
                 // One clear line per problem, never a stack trace.
@@ -77,12 +82,56 @@ extension LBSGateway {
         @OptionGroup var options: ConfigOption
 
         func run() async throws {
-            switch ConfigLoader.load(path: options.config) {
+            switch options.load() {
             case .success(let config):
                 print("\(options.config): ok (\(config.vendors.count) vendor(s): \(config.vendors.map { "\($0.id) (\($0.type))" }.joined(separator: ", ")))")
             case .failure(let failure):
                 for problem in failure.problems { print("\(options.config): \(problem)") }
                 print("\(failure.problems.count) problem(s) found")
+                throw ExitCode(1)
+            }
+        }
+    }
+
+    struct TLSPin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "tls-pin",
+            abstract: "Show a network vendor's TLS pin and the key its server presents now; --forget accepts a new key.",
+            discussion: """
+                With tls: first_use the gateway pins the key a server presents on its first connection and refuses any \
+                other key later (tls_pin_mismatch). When a device's key changed deliberately (new device, new \
+                certificate), verify it, then run this command with --forget: the gateway pins the key it sees on its \
+                next attempt. Run it as the gateway's user; it works while the gateway runs.
+                """
+        )
+
+        @OptionGroup var options: ConfigOption
+
+        @Option(help: "The id of the vendor (its vendors[] entry).")
+        var vendor: String
+
+        @Flag(help: "Delete the stored first-use pin, so the next connection pins the key it sees.")
+        var forget = false
+
+        func run() async throws {
+            let config: GatewayConfig
+            switch options.load() {
+            case .success(let loaded): config = loaded
+            case .failure(let failure):
+                for problem in failure.problems { FileHandle.standardError.write(Data("lbs-gateway: config error: \(problem)\n".utf8)) }
+                throw ExitCode(78)
+            }
+            do {
+                let report = try await TLSPinTool.inspect(config: config, vendorID: vendor)
+                for line in report.lines { print(line) }
+                guard forget else { return }
+                if let removed = try await TLSPinTool.forget(config: config, vendorID: vendor) {
+                    print("forgot:        sha256//\(removed) for \(report.hostPort); the gateway pins the key it sees on its next attempt")
+                } else {
+                    print("forgot:        nothing, no pin was stored for \(report.hostPort)")
+                }
+            } catch {
+                FileHandle.standardError.write(Data("lbs-gateway: \(error)\n".utf8))
                 throw ExitCode(1)
             }
         }

@@ -40,6 +40,8 @@ public enum ConfigLoader {
         }
         var reader = ConfigReader()
         let config = read(root, reader: &reader, environment: environment, baseDirectory: baseDirectory)
+        // Checks that span entries (`tls: first_use` needs `storage:`).
+        for problem in config.map(VendorCatalog.crossCheck) ?? [] { reader.problem(problem.path, problem.message, fix: problem.fix) }
         if let config, reader.problems.isEmpty { return .success(config) }
         return .failure(Failure(problems: reader.problems))
     }

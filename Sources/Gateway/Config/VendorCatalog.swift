@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import Logging
 import Resilience
 import Vendors
 
@@ -40,7 +41,10 @@ public enum VendorCatalog {
             ) else {
                 throw ConfigLoader.Failure(problems: reader.problems)
             }
-            return try ConsciousnessVendor(instanceID: settings.id, options: options, sink: sink, clock: context.clock, now: context.now)
+            return try ConsciousnessVendor(
+                instanceID: settings.id, options: options, sink: sink, clock: context.clock, now: context.now,
+                pinStore: context.pinStore, logger: context.logger
+            )
         default:
             throw ConfigLoader.Failure(problems: [ConfigProblem(path: "\(settings.path).type", message: "unknown vendor type '\(settings.type)'", fix: "use one of: \(types.joined(separator: ", "))")])
         }
@@ -51,10 +55,19 @@ public enum VendorCatalog {
 public struct VendorContext: Sendable {
     public var clock: any Clock<Duration>
     public var now: @Sendable () -> Date
+    /// Where `tls: first_use` pins are kept (the SQLite cache); nil without `storage:` (pins then live in memory).
+    public var pinStore: (any TLSPinStore)?
+    /// The gateway's logger, for the few vendor events an operator must see (a key trusted on first use).
+    public var logger: Logger
 
-    public init(clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
+        pinStore: (any TLSPinStore)? = nil, logger: Logger = Logger(label: "lbs-gateway.vendor")
+    ) {
         self.clock = clock
         self.now = now
+        self.pinStore = pinStore
+        self.logger = logger
     }
 }
 
@@ -70,12 +83,14 @@ extension VendorCatalog {
         let node = settings.options
         reader.rejectUnknownKeys(in: node, at: path, allowed: [
             "type", "id", "poll_interval", "url", "username", "password", "password_file", "password_env", "timeout", "quota", "breaker",
+            "tls",
         ])
         let url = reader.string(node["url"], at: "\(path).url", required: true)
         if let url, !url.isEmpty, !ConsciousnessOptions.isValidURL(url) {
             reader.problem("\(path).url", "'\(ConfigLoader.redactURL(url))' is not an http:// or https:// URL", fix: "e.g. http://localhost:8000")
         }
         let username = reader.string(node["username"], at: "\(path).username", required: true)
+        let tls = tlsPolicy(node["tls"], at: "\(path).tls", url: url, reader: &reader)
 
         var password: String?
         if node["password"] != nil {
@@ -138,7 +153,7 @@ extension VendorCatalog {
         return ConsciousnessOptions(
             url: url, username: username, password: VendorSecret(password),
             pollInterval: .milliseconds(Int64((settings.pollInterval ?? 30) * 1000)),
-            timeout: .milliseconds(Int64(timeout * 1000)), quota: budgets, breaker: breaker
+            timeout: .milliseconds(Int64(timeout * 1000)), quota: budgets, breaker: breaker, tls: tls
         )
     }
 }

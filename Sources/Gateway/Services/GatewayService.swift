@@ -20,6 +20,9 @@ public struct GatewayService: Service {
 
     /// The services of a configured gateway, in start order (shutdown runs in reverse).
     public static func services(config: GatewayConfig, logger: Logger) throws -> [any Service] {
+        // Also refuse a programmatically built config that `ConfigLoader` would have refused.
+        let problems = VendorCatalog.crossCheck(config)
+        if !problems.isEmpty { throw ConfigLoader.Failure(problems: problems) }
         guard let storage = config.storage else { return [GatewayService(config: config, logger: logger)] }
         let persistence = try Persistence(path: storage.path, logger: logger)
         return [PersistenceService(persistence: persistence, retention: storage.retention), GatewayService(config: config, logger: logger, persistence: persistence)]
@@ -34,8 +37,9 @@ public struct GatewayService: Service {
         let (events, continuation) = AsyncStream.makeStream(of: VendorEvent.self, bufferingPolicy: .bufferingOldest(100_000))
         let sink = VendorEventSink { continuation.yield($0) }
         var vendors: [any Vendor] = []
+        let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger)
         for settings in config.vendors {
-            let vendor = try VendorCatalog.make(settings, sink: sink, context: VendorContext())
+            let vendor = try VendorCatalog.make(settings, sink: sink, context: context)
             await controller.register(vendor)
             vendors.append(vendor)
         }

@@ -16,11 +16,13 @@ public struct ConsciousnessOptions: Sendable {
     public var quota: QuotaScheduler.Budgets?
     public var breaker: CircuitBreaker.Settings
     public var retry: RetryPolicy
+    /// How the server's certificate is checked (`https://` only): system CA store, first-use pin or a given pin.
+    public var tls: TLSPolicy
 
     public init(
         url: String, username: String, password: VendorSecret, pollInterval: Duration = .seconds(30),
         timeout: Duration = .seconds(10), quota: QuotaScheduler.Budgets? = nil, breaker: CircuitBreaker.Settings = .init(),
-        retry: RetryPolicy = ConsciousnessOptions.defaultRetry
+        retry: RetryPolicy = ConsciousnessOptions.defaultRetry, tls: TLSPolicy = .system
     ) {
         self.url = url
         self.username = username
@@ -30,6 +32,7 @@ public struct ConsciousnessOptions: Sendable {
         self.quota = quota
         self.breaker = breaker
         self.retry = retry
+        self.tls = tls
     }
 
     /// Three attempts with up to 10 s of jitter; a `Retry-After` is honoured up to 2 min, and a call gives

@@ -5,6 +5,7 @@ import Foundation
 #endif
 import CurlHTTP
 import GatewayModel
+import Logging
 import Resilience
 import Synchronization
 
@@ -36,18 +37,22 @@ public final class ConsciousnessVendor: Vendor {
     /// Polls cost two requests: the device list and the house status.
     static let pollCost = 2
 
+    /// Creates the vendor on `client`; `pinStore` keeps `tls: first_use` pins (in memory only when nil).
     public init(
         instanceID: String, options: ConsciousnessOptions, sink: VendorEventSink, client: HTTPClient, time: TimeSource,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() }, pinStore: (any TLSPinStore)? = nil,
+        logger: Logger = Logger(label: "lbs-gateway.vendor")
     ) {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
         let settings = VendorHTTP.Settings(
             breaker: options.breaker, retry: options.retry,
-            quota: options.quota.map { QuotaScheduler.Settings(budgets: $0) }
+            quota: options.quota.map { QuotaScheduler.Settings(budgets: $0) }, tls: options.tls
         )
-        http = VendorHTTP(vendorID: instanceID, client: client, settings: settings, sink: sink, time: time, now: now)
+        http = VendorHTTP(
+            vendorID: instanceID, client: client, settings: settings, sink: sink, time: time, now: now, pinStore: pinStore, logger: logger
+        )
         session = ConsciousnessSession(
             http: http, apiBase: options.apiBase, username: options.username, password: options.password, timeout: options.timeout
         )
@@ -56,7 +61,8 @@ public final class ConsciousnessVendor: Vendor {
     /// Creates the vendor with its own HTTP client.
     public convenience init(
         instanceID: String, options: ConsciousnessOptions, sink: VendorEventSink,
-        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
+        pinStore: (any TLSPinStore)? = nil, logger: Logger = Logger(label: "lbs-gateway.vendor")
     ) throws(GatewayError) {
         let client: HTTPClient
         do {
@@ -64,7 +70,10 @@ public final class ConsciousnessVendor: Vendor {
         } catch {
             throw GatewayError.internal("could not start the HTTP client: \(error.message)")
         }
-        self.init(instanceID: instanceID, options: options, sink: sink, client: client, time: TimeSource(clock), now: now)
+        self.init(
+            instanceID: instanceID, options: options, sink: sink, client: client, time: TimeSource(clock), now: now,
+            pinStore: pinStore, logger: logger
+        )
     }
 
     /// Successful logins so far.

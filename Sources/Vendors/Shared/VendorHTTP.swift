@@ -5,6 +5,7 @@ import Foundation
 #endif
 import CurlHTTP
 import GatewayModel
+import Logging
 import Resilience
 import Synchronization
 
@@ -36,16 +37,19 @@ public final class VendorHTTP: Sendable {
         /// Consecutive attempts that could not reach the vendor (connect failure, timeout) after which it is `down`
         /// even before the breaker opens.
         public var unreachableThreshold: Int
+        /// How the server's TLS identity is checked (`tls:` in the vendor's config).
+        public var tls: TLSPolicy
 
         public init(
             breaker: CircuitBreaker.Settings = .init(), retry: RetryPolicy = .init(), quota: QuotaScheduler.Settings? = nil,
-            classifier: ErrorClassifier.Settings = .init(), unreachableThreshold: Int = 3
+            classifier: ErrorClassifier.Settings = .init(), unreachableThreshold: Int = 3, tls: TLSPolicy = .system
         ) {
             self.breaker = breaker
             self.retry = retry
             self.quota = quota
             self.classifier = classifier
             self.unreachableThreshold = max(1, unreachableThreshold)
+            self.tls = tls
         }
     }
 
@@ -69,6 +73,8 @@ public final class VendorHTTP: Sendable {
     public let retry: RetryPolicy
     public let quota: QuotaScheduler?
     public let classifier: ErrorClassifier
+    /// The TLS trust of every request (system CA store, first-use pin or configured pin).
+    public let trust: TLSTrustResolver
     /// The clock of breaker, quota and retry waits; vendors sleep between polls on it too.
     public let time: TimeSource
     /// Wall-clock time for health dates and `Retry-After` HTTP dates.
@@ -77,9 +83,12 @@ public final class VendorHTTP: Sendable {
     private let sink: VendorEventSink
     private let tracking = Mutex(Tracking())
 
+    /// Creates the layer. `pinStore` keeps `tls: first_use` pins (in memory only when nil); `logger` receives
+    /// the few events an operator must see (a key trusted on first use, a changed key).
     public init(
         vendorID: String, client: HTTPClient, settings: Settings, sink: VendorEventSink, time: TimeSource,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() }, pinStore: (any TLSPinStore)? = nil,
+        logger: Logger = Logger(label: "lbs-gateway.vendor")
     ) {
         self.vendorID = vendorID
         self.client = client
@@ -91,6 +100,10 @@ public final class VendorHTTP: Sendable {
         quota = settings.quota.map { QuotaScheduler(vendor: vendorID, settings: $0, time: time) }
         classifier = ErrorClassifier(vendor: vendorID, settings: settings.classifier)
         unreachableThreshold = settings.unreachableThreshold
+        trust = TLSTrustResolver(
+            vendorID: vendorID, policy: settings.tls, store: pinStore ?? InMemoryTLSPinStore(), client: client,
+            classifier: classifier, logger: logger
+        )
     }
 
     // MARK: Calls
@@ -171,17 +184,21 @@ public final class VendorHTTP: Sendable {
         }
     }
 
-    /// One exchange with the vendor; its outcome feeds the health tracking.
+    /// One exchange with the vendor (after resolving its TLS trust, which may fetch a first-use pin);
+    /// its outcome feeds the health tracking.
     private func attempt<T>(
         _ request: HTTPClientRequest, interpret: (HTTPClientResponse) throws(GatewayError) -> T
     ) async throws(GatewayError) -> T {
         do throws(GatewayError) {
+            var request = request
+            request.tls = try await trust.trust(for: request.url, connectTimeout: request.connectTimeout)
             let response: HTTPClientResponse
             do {
                 response = try await client.send(request)
             } catch {
-                throw classifier.classify(Self.transportFailure(error), timeout: request.timeout)
+                throw explained(classifier.classify(Self.transportFailure(error), timeout: request.timeout), url: request.url)
             }
+            trust.recordSuccess(url: request.url)
             let value = try interpret(response)
             recordAttempt(nil)
             return value
@@ -189,6 +206,21 @@ public final class VendorHTTP: Sendable {
             recordAttempt(error)
             throw error
         }
+    }
+
+    /// A TLS failure with the one thing the operator can do about it under this vendor's `tls` policy.
+    private func explained(_ error: GatewayError, url: String) -> GatewayError {
+        var error = error
+        switch error.code {
+        case .tlsPinMismatch:
+            trust.recordMismatch(url: url)
+            error.suggestion = trust.mismatchAdvice
+        case .tlsError where trust.policy == .system:
+            error.suggestion = trust.mismatchAdvice
+        default:
+            break
+        }
+        return error
     }
 
     /// `HTTPError` kinds in the classifier's vocabulary.
