@@ -153,8 +153,8 @@ enum GatewayBench {
             logger.logLevel = .error
             let client = try MQTTClient(configuration: MQTTTransport.configuration(for: config))
             let controller = GatewayController(config: config, transport: MQTTTransport(client: client), logger: logger)
-            let (events, continuation) = AsyncStream.makeStream(of: VendorEvent.self, bufferingPolicy: .unbounded)
-            let sink = VendorEventSink { continuation.yield($0) }
+            let events = EventInbox<VendorEvent>(capacity: 10_000_000)
+            let sink = VendorEventSink { events.send($0) }
             let vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(86_400), extraDevices: extraDevices),
                                     sink: sink)
             await controller.register(vendor)

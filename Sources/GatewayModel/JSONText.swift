@@ -31,8 +31,21 @@ public enum JSONText {
     }
 
     public static func quoted(_ text: String) -> String {
-        var out = "\""
+        var out = ""
         out.reserveCapacity(text.utf8.count + 2)
+        appendQuoted(text, to: &out)
+        return out
+    }
+
+    /// Appends `text` as a JSON string literal. Most values need no escaping: they are copied whole
+    /// (this runs for every string in every state message).
+    public static func appendQuoted(_ text: String, to out: inout String) {
+        out += "\""
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out += text
+            out += "\""
+            return
+        }
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""
@@ -47,7 +60,15 @@ public enum JSONText {
             }
         }
         out += "\""
-        return out
+    }
+
+    /// Appends `value` as JSON without an intermediate string for strings and booleans.
+    public static func append(_ value: StateValue, to out: inout String) {
+        switch value {
+        case .number(let number): out += JSONText.number(number)
+        case .string(let text): appendQuoted(text, to: &out)
+        case .bool(let flag): out += flag ? "true" : "false"
+        }
     }
 
     public static func value(_ value: StateValue) -> String {

@@ -143,10 +143,10 @@ public actor GatewayController {
 
     // MARK: - Vendor events
 
-    /// Drains a vendor event stream inside the actor (no hop per event on the hot path).
-    public func consume(_ events: AsyncStream<VendorEvent>) async {
-        for await event in events {
-            handle(event)
+    /// Drains vendor events inside the actor: each wake-up handles the whole backlog, with no hop per event.
+    public func consume(_ inbox: EventInbox<VendorEvent>) async {
+        while let events = await inbox.next() {
+            for event in events { handle(event) }
         }
     }
 

@@ -26,7 +26,7 @@ enum StateSnapshot {
             out += "\""
             out += key
             out += "\":"
-            out += JSONText.value(value)
+            JSONText.append(value, to: &out)
         }
         out += "}"
         return out

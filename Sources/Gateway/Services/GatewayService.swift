@@ -34,8 +34,8 @@ public struct GatewayService: Service {
         let controller = GatewayController(config: config, transport: transport, logger: logger, persistence: persistence)
         // Cached devices and states go out (flagged stale) on the first connect, before any vendor answers.
         await controller.restoreFromCache()
-        let (events, continuation) = AsyncStream.makeStream(of: VendorEvent.self, bufferingPolicy: .bufferingOldest(100_000))
-        let sink = VendorEventSink { continuation.yield($0) }
+        let events = EventInbox<VendorEvent>(capacity: 100_000)
+        let sink = VendorEventSink { events.send($0) }
         var vendors: [any Vendor] = []
         let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger)
         for settings in config.vendors {
@@ -73,7 +73,7 @@ public struct GatewayService: Service {
             logger.info("shutting down")
             group.cancelAll()
         }
-        continuation.finish()
+        events.finish()
         await controller.flushForShutdown()
         let acknowledged = await controller.publishOffline()
         if !acknowledged { logger.warning("the broker did not acknowledge the offline state in time") }
