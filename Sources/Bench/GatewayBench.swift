@@ -241,7 +241,9 @@ enum GatewayBench {
     /// Resident memory of the real `lbs-gateway` process with `devices: N`, after it settled.
     static func residentMemory(broker: MosquittoBroker, extraDevices: Int, settle: Duration) async throws -> (rssKB: Int, peakKB: Int) {
         let directory = try TemporaryDirectory(prefix: "lbs-bench")
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lbs-gateway").path
+        // LBS_BENCH_GATEWAY measures another build (e.g. the static one the README recommends for edge boxes).
+        let binary = ProcessInfo.processInfo.environment["LBS_BENCH_GATEWAY"]
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lbs-gateway").path
         let config = directory.file("config.yaml")
         try "mqtt: {url: \(broker.url), client_id: bench-rss}\nlog_level: error\nvendors: [{type: demo, id: demo, poll_interval: 1, devices: \(extraDevices)}]\n"
             .write(toFile: config, atomically: true, encoding: .utf8)

@@ -12,12 +12,12 @@ func line(_ name: String, _ value: String) { print("\(name): \(value)") }
 if mode == "gateway" || mode == "all" {
     let broker = try await MosquittoBroker.started()
     let extra = 1000
-    let rounds = 50
+    let rounds = 100
     // Alternate the two sides so background load hits both alike; report medians.
     var gatewayRuns: [ThroughputResult] = []
     var plainRuns: [ThroughputResult] = []
     var devices = 0
-    for _ in 0..<3 {
+    for _ in 0..<5 {
         let (gateway, count) = try await GatewayBench.gatewayPublishing(broker: broker, extraDevices: extra, rounds: rounds)
         devices = count
         gatewayRuns.append(gateway)
@@ -26,8 +26,8 @@ if mode == "gateway" || mode == "all" {
     func median(_ runs: [ThroughputResult]) -> ThroughputResult { runs.sorted { $0.rate < $1.rate }[runs.count / 2] }
     let gateway = median(gatewayRuns), plain = median(plainRuns)
     line("devices", "\(devices)")
-    line("gateway_state_publish_rate", String(format: "%.0f msg/s median of 3 (%d of %d delivered in %.2f s)", gateway.rate, gateway.delivered, gateway.messages, gateway.seconds))
-    line("plain_libmosquitto_rate", String(format: "%.0f msg/s median of 3 (%d of %d delivered in %.2f s)", plain.rate, plain.delivered, plain.messages, plain.seconds))
+    line("gateway_state_publish_rate", String(format: "%.0f msg/s median of 5 (%d of %d delivered in %.2f s)", gateway.rate, gateway.delivered, gateway.messages, gateway.seconds))
+    line("plain_libmosquitto_rate", String(format: "%.0f msg/s median of 5 (%d of %d delivered in %.2f s)", plain.rate, plain.delivered, plain.messages, plain.seconds))
     let wrapped = try await GatewayBench.wrapperLoop(broker: broker, devices: devices, rounds: rounds, payloadBytes: 110)
     line("wrapper_loop_rate", String(format: "%.0f msg/s (the plain loop through our MQTTClient; diagnostic)", wrapped.rate))
     line("throughput_ratio", String(format: "%.2f (target >= 0.8; runs: %@)", gateway.rate / plain.rate,
@@ -47,6 +47,14 @@ if mode == "publish" {
         let (result, count) = try await GatewayBench.gatewayPublishing(broker: broker, extraDevices: 1000, rounds: 200)
         line("gateway_state_publish_rate", String(format: "%.0f msg/s (%d devices, %d of %d delivered)", result.rate, count, result.delivered, result.messages))
     }
+    await broker.stop()
+}
+
+// Resident memory only (LBS_BENCH_GATEWAY=<binary> to measure another build).
+if mode == "rss" {
+    let broker = try await MosquittoBroker.started()
+    let memory = try await GatewayBench.residentMemory(broker: broker, extraDevices: 1000, settle: .seconds(10))
+    line("rss_with_1000_devices", String(format: "%.1f MB (peak %.1f MB, target < 30 MB)", Double(memory.rssKB) / 1024, Double(memory.peakKB) / 1024))
     await broker.stop()
 }
 
