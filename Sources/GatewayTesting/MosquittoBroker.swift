@@ -59,11 +59,7 @@ public final class MosquittoBroker: Sendable {
             let process = try ProcessRunner(executable: "mosquitto", arguments: ["-c", directory.file("mosquitto.conf")],
                                             outputDirectory: directory.path, name: "mosquitto")
             state.withLock { $0.process = process }
-            let deadline = ContinuousClock.now + timeout
-            while process.isRunning, ContinuousClock.now < deadline, !loopbackPortAcceptsConnections(port) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            if process.isRunning, loopbackPortAcceptsConnections(port) {
+            if try await waitForListener(process, port: port, timeout: timeout) {
                 state.withLock { $0.starts += 1 }
                 return
             }

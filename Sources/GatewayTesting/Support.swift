@@ -139,3 +139,12 @@ public enum Fixtures {
         return data
     }
 }
+
+/// Waits until `process` accepts connections on loopback `port`; false if it exited or `timeout` passed first.
+public func waitForListener(_ process: ProcessRunner, port: Int, timeout: Duration) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while process.isRunning, ContinuousClock.now < deadline, !loopbackPortAcceptsConnections(port) {
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return process.isRunning && loopbackPortAcceptsConnections(port)
+}

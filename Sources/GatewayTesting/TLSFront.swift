@@ -111,11 +111,7 @@ public final class TLSFront: Sendable {
                 outputDirectory: directory.path, name: "socat"
             )
             state.withLock { $0.process = process }
-            let deadline = ContinuousClock.now + timeout
-            while process.isRunning, ContinuousClock.now < deadline, !loopbackPortAcceptsConnections(port) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            if process.isRunning, loopbackPortAcceptsConnections(port) {
+            if try await waitForListener(process, port: port, timeout: timeout) {
                 state.withLock { $0.starts += 1 }
                 return
             }

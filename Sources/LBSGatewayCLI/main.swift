@@ -24,6 +24,17 @@ struct ConfigOption: ParsableArguments {
     func load() -> Result<GatewayConfig, ConfigLoader.Failure> {
         ConfigLoader.load(path: config)
     }
+
+    /// The validated config, or one clear line per problem on stderr (never a stack trace) and exit 78 (EX_CONFIG).
+    func loadOrExit() throws -> GatewayConfig {
+        switch load() {
+        case .success(let config):
+            return config
+        case .failure(let failure):
+            for problem in failure.problems { FileHandle.standardError.write(Data("lbs-gateway: config error: \(problem)\n".utf8)) }
+            throw ExitCode(78)
+        }
+    }
 }
 
 extension LBSGateway {
@@ -36,14 +47,7 @@ extension LBSGateway {
         var logLevel: String?
 
         func run() async throws {
-            let config: GatewayConfig
-            switch options.load() {
-            case .success(let loaded): config = loaded
-            case .failure(let failure):
-                // One clear line per problem, never a stack trace.
-                for problem in failure.problems { FileHandle.standardError.write(Data("lbs-gateway: config error: \(problem)\n".utf8)) }
-                throw ExitCode(78)
-            }
+            let config = try options.loadOrExit()
             let levelName = logLevel ?? config.logLevel
             let level = Logger.Level(rawValue: levelName) ?? .info
             LoggingSystem.bootstrap { label in
@@ -114,13 +118,7 @@ extension LBSGateway {
         var forget = false
 
         func run() async throws {
-            let config: GatewayConfig
-            switch options.load() {
-            case .success(let loaded): config = loaded
-            case .failure(let failure):
-                for problem in failure.problems { FileHandle.standardError.write(Data("lbs-gateway: config error: \(problem)\n".utf8)) }
-                throw ExitCode(78)
-            }
+            let config = try options.loadOrExit()
             do {
                 let report = try await TLSPinTool.inspect(config: config, vendorID: vendor)
                 for line in report.lines { print(line) }
