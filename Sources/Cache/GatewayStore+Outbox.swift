@@ -8,19 +8,7 @@ extension GatewayStore {
     /// Durably stores a command before it is acknowledged; returns false when the id was already queued.
     @discardableResult
     public func enqueue(_ entry: OutboxEntry) throws(CacheError) -> Bool {
-        guard !entry.id.isEmpty, !entry.vendorID.isEmpty, !entry.deviceID.isEmpty else {
-            throw CacheError(.invalidInput, "an outbox entry needs an id, a vendor id and a device id")
-        }
-        return try write("enqueue command \(entry.id)") { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO outbox (id, vendor_id, device_id, json, created_at, expires_at, state, attempts, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?)
-                    ON CONFLICT (id) DO NOTHING
-                    """,
-                arguments: [entry.id, entry.vendorID, entry.deviceID, entry.json, entry.createdAt, entry.expiresAt, entry.createdAt])
-            return db.changesCount > 0
-        }
+        try enqueue([entry]) == 1
     }
 
     /// Stores several commands in one transaction (one fsync), in order; returns how many were new.

@@ -11,6 +11,13 @@ public final class EventInbox<Element: Sendable>: Sendable {
         var waiter: CheckedContinuation<[Element]?, Never>?
         var finished = false
         var dropped = 0
+
+        /// The whole backlog, leaving the buffer empty; nil when nothing waits.
+        mutating func takeAll() -> [Element]? {
+            guard !buffer.isEmpty else { return nil }
+            defer { buffer = [] }
+            return buffer
+        }
     }
 
     private let state = Mutex(State())
@@ -43,14 +50,12 @@ public final class EventInbox<Element: Sendable>: Sendable {
     /// Everything waiting, or (when nothing is) the next element as soon as it arrives;
     /// nil once finished and drained, or when the consumer is cancelled.
     public func next() async -> [Element]? {
-        if let ready = takeBuffered() { return ready }
+        if let ready = state.withLock({ $0.takeAll() }) { return ready }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<[Element]?, Never>) in
                 let immediate: [Element]?? = state.withLock { state in
-                    if !state.buffer.isEmpty {
-                        defer { state.buffer = [] }
-                        return .some(state.buffer)
-                    }
+                    // Elements may have arrived since the check above.
+                    if let ready = state.takeAll() { return .some(ready) }
                     if state.finished || Task.isCancelled { return .some(nil) }
                     state.waiter = continuation
                     return .none
@@ -78,12 +83,4 @@ public final class EventInbox<Element: Sendable>: Sendable {
 
     /// How many elements were dropped so far.
     public var droppedCount: Int { state.withLock { $0.dropped } }
-
-    private func takeBuffered() -> [Element]? {
-        state.withLock { state in
-            guard !state.buffer.isEmpty else { return nil }
-            defer { state.buffer = [] }
-            return state.buffer
-        }
-    }
 }

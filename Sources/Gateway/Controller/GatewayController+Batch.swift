@@ -80,24 +80,13 @@ extension GatewayController {
         }
         let results = await vendor.executeBatch(ready.map(\.job.command))
         for (job, resume) in ready {
-            let command = job.command
-            let id = command.id
+            let id = job.command.id
             switch results[id] {
             case .success(let outcome)?:
-                counters.commandsExecuted += 1
-                applyConfirmed(outcome.confirmed, to: command.device)
-                let result = JSONText.object(outcome.confirmed)
-                await record { try $0.markAcked(id: id, resultJSON: result) }
-                job.completion?(nil)
+                await settleSucceeded(job, outcome)
                 resume.resume(returning: .done)
             case .failure(let failure)? where !failure.retryable:
-                if failure.code == .expired {
-                    await record { try $0.markExpired(id: id) }
-                } else {
-                    await record { try $0.markFailed(id: id, error: failure.jsonText) }
-                }
-                job.completion?(failure)
-                fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
+                await settleFailed(job, failure)
                 resume.resume(returning: .done)
             case .failure(let failure)?:
                 // Transient: back in line; the single path waits for the vendor and retries.

@@ -1,4 +1,3 @@
-import Cache
 import Foundation
 import GatewayModel
 import Logging
@@ -92,11 +91,7 @@ extension GatewayController {
         let id = job.command.device
         if let lane = commandLanes[id] {
             if case .dropped = lane.yield(job) {
-                let error = GatewayError.queueFull(device: id.rawValue, limit: Self.laneCapacity)
-                let commandID = job.command.id
-                Task { await self.record { try $0.markFailed(id: commandID, error: error.jsonText) } }
-                job.completion?(error)
-                fail(error, device: id, context: commandContext(job.command), reply: job.reply)
+                Task { await self.settleFailed(job, .queueFull(device: id.rawValue, limit: Self.laneCapacity)) }
             }
             return
         }

@@ -50,37 +50,18 @@ extension GatewayController {
         var backoff = Duration.milliseconds(250)
         while true {
             guard let vendor = vendors[command.vendorID], devices[command.device] != nil else {
-                await record { try $0.markFailed(id: id, error: "unknown_device") }
-                job.completion?(.unknownDevice(command.device.rawValue))
-                return fail(.unknownDevice(command.device.rawValue), device: command.device, context: commandContext(command), reply: job.reply)
+                return await settleFailed(job, .unknownDevice(command.device.rawValue))
             }
             if now() > command.expiresAt {
-                await record { try $0.markExpired(id: id) }
-                job.completion?(.expired(commandID: id, expiredAt: command.expiresAt))
-                return fail(.expired(commandID: id, expiredAt: command.expiresAt), device: command.device, context: commandContext(command), reply: job.reply)
+                return await settleFailed(job, .expired(commandID: id, expiredAt: command.expiresAt))
             }
             await record { try $0.markSending(id: id) }
             do {
-                let outcome = try await vendor.execute(command)
-                counters.commandsExecuted += 1
-                applyConfirmed(outcome.confirmed, to: command.device)
-                respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)
-                let result = JSONText.object(outcome.confirmed)
-                await record { try $0.markAcked(id: id, resultJSON: result) }
-                job.completion?(nil)
-                return
+                return await settleSucceeded(job, try await vendor.execute(command))
             } catch {
                 let failure = error as? GatewayError ?? GatewayError(.internal, message: "\(error)")
-                guard failure.retryable else {
-                    // The vendor may itself refuse a command whose deadline passed while it was in flight.
-                    if failure.code == .expired {
-                        await record { try $0.markExpired(id: id) }
-                    } else {
-                        await record { try $0.markFailed(id: id, error: failure.jsonText) }
-                    }
-                    job.completion?(failure)
-                    return fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
-                }
+                // Includes a vendor refusing a command whose deadline passed while it was in flight.
+                guard failure.retryable else { return await settleFailed(job, failure) }
                 // The vendor is unhealthy: keep the command (and the ones behind it) waiting.
                 await record { try $0.requeue(id: id, error: failure.jsonText) }
                 let remaining = command.expiresAt.timeIntervalSince(now())
@@ -91,6 +72,31 @@ extension GatewayController {
                 backoff = min(backoff * 2, .seconds(5))
             }
         }
+    }
+
+    /// The vendor carried out the command: its confirmed state goes out and the outbox row is acked.
+    func settleSucceeded(_ job: CommandJob, _ outcome: CommandOutcome) async {
+        let command = job.command
+        let id = command.id
+        counters.commandsExecuted += 1
+        applyConfirmed(outcome.confirmed, to: command.device)
+        respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)
+        let result = JSONText.object(outcome.confirmed)
+        await record { try $0.markAcked(id: id, resultJSON: result) }
+        job.completion?(nil)
+    }
+
+    /// The command failed for good: the outbox row says why and the sender hears it.
+    func settleFailed(_ job: CommandJob, _ failure: GatewayError) async {
+        let command = job.command
+        let id = command.id
+        if failure.code == .expired {
+            await record { try $0.markExpired(id: id) }
+        } else {
+            await record { try $0.markFailed(id: id, error: failure.jsonText) }
+        }
+        job.completion?(failure)
+        fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
     }
 
     func applyConfirmed(_ confirmed: [String: StateValue], to id: DeviceID) {
