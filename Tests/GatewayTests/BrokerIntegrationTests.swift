@@ -11,8 +11,12 @@ import Testing
         defer { Task { await gateway.stop() } }
         let watcher = try await gateway.observer("lbs/bridge/state")
         try await watcher.waitForMessage(topic: "lbs/bridge/state") { $0.text == #"{"state":"online"}"# }
-        try await Task.sleep(for: .milliseconds(200))
-        let retained = try await TestMQTTClient.retainedSnapshot(url: gateway.broker.url, filter: "#")
+        // The home views are coalesced (200 ms after the readings that feed them): wait for them, not for a fixed time.
+        var retained = try await TestMQTTClient.retainedSnapshot(url: gateway.broker.url, filter: "#")
+        try? await waitUntil("the home views carry the first readings", timeout: .seconds(5)) {
+            retained = try await TestMQTTClient.retainedSnapshot(url: gateway.broker.url, filter: "#")
+            return retained["lbs/environment/living_room"]?.json?["co2"] != nil && retained["lbs/energy/home"]?.json?["solar_power"] != nil
+        }
         #expect(retained["lbs/bridge/state"]?.text == #"{"state":"online"}"#)
         #expect(retained["lbs/bridge/info"] != nil && retained["lbs/bridge/devices"] != nil)
         for id in ["demo_light", "demo_thermostat", "demo_lock", "demo_plug", "demo_energy", "demo_air"] {

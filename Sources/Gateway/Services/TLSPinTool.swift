@@ -92,14 +92,7 @@ public enum TLSPinTool {
         guard let storage = config.storage else {
             throw Failure(message: "storage is not configured, so no pin is stored (tls: first_use needs storage.path)")
         }
-        guard FileManager.default.fileExists(atPath: storage.path) else { return nil }
-        do {
-            let store = try GatewayStore(path: storage.path)
-            defer { try? store.close() }
-            return try await store.run { try $0.deletePin(hostPort: hostPort) }
-        } catch {
-            throw Failure(message: "cannot update the cache at \(storage.path): \(error)")
-        }
+        return try await withExistingCache(storage.path, "update") { try $0.deletePin(hostPort: hostPort) } ?? nil
     }
 
     private static func endpoint(
@@ -118,14 +111,22 @@ public enum TLSPinTool {
     }
 
     private static func storedPin(_ config: GatewayConfig, hostPort: String) async throws(Failure) -> String? {
-        // Never create the cache from here: a file made by another user could lock the gateway out of it.
-        guard let storage = config.storage, FileManager.default.fileExists(atPath: storage.path) else { return nil }
+        guard let storage = config.storage else { return nil }
+        return try await withExistingCache(storage.path, "read") { try $0.pin(for: hostPort) } ?? nil
+    }
+
+    /// Runs `body` on the cache at `path`; nil when there is no cache file. Never creates one from here:
+    /// a file made by another user could lock the gateway out of it.
+    private static func withExistingCache<T: Sendable>(
+        _ path: String, _ verb: String, _ body: @escaping @Sendable (GatewayStore) throws -> T
+    ) async throws(Failure) -> T? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
         do {
-            let store = try GatewayStore(path: storage.path)
+            let store = try GatewayStore(path: path)
             defer { try? store.close() }
-            return try await store.run { try $0.pin(for: hostPort) }
+            return try await store.run(body)
         } catch {
-            throw Failure(message: "cannot read the cache at \(storage.path): \(error)")
+            throw Failure(message: "cannot \(verb) the cache at \(path): \(error)")
         }
     }
 }
