@@ -17,13 +17,19 @@ public struct Device: Sendable, Hashable, Codable {
     public var model: String?
     public var room: String?
     public var swVersion: String?
+    /// The vendor's serial number, when it gives one (Home Assistant device info).
+    public var serialNumber: String?
+    /// Keys a command can really change on this device. nil: every key the registry marks writable.
+    /// A vendor that cannot carry out a registry-writable key (a backend that reports a lock but cannot
+    /// lock it) lists only what it can do, so nothing advertises a command that would be refused.
+    public var writableKeys: Set<String>?
     /// Normalized keys this device reports or accepts, in display order (names from `StateKeys`).
     public var keys: [String]
 
     public init(
         vendorID: String, vendorDeviceID: String, name: String, type: DeviceType,
         manufacturer: String? = nil, model: String? = nil, room: String? = nil, swVersion: String? = nil,
-        keys: [String]
+        serialNumber: String? = nil, writableKeys: Set<String>? = nil, keys: [String]
     ) {
         self.id = DeviceID(vendorInstance: vendorID, vendorDeviceID: vendorDeviceID)
         self.vendorID = vendorID
@@ -34,13 +40,21 @@ public struct Device: Sendable, Hashable, Codable {
         self.model = model
         self.room = room
         self.swVersion = swVersion
+        self.serialNumber = serialNumber
+        self.writableKeys = writableKeys
         self.keys = keys
     }
 
     public var specs: [KeySpec] { keys.compactMap(StateKeys.spec) }
 
     public func accepts(_ key: String) -> Bool {
-        keys.contains(key) && (StateKeys.spec(key)?.writable ?? false)
+        keys.contains(key) && isWritable(key)
+    }
+
+    /// True when a command can change `key` on this device (registry-writable and not restricted by the vendor).
+    public func isWritable(_ key: String) -> Bool {
+        guard StateKeys.spec(key)?.writable ?? false else { return false }
+        return writableKeys.map { $0.contains(key) } ?? true
     }
 
     /// The slug of `room`, used in `<base>/environment/<room>`.

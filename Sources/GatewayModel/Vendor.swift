@@ -50,9 +50,18 @@ public protocol Vendor: Sendable {
 
     /// Asks the vendor for fresh state of one device now (`<base>/device/<id>/get`).
     func refresh(_ device: DeviceID) async throws
+
+    /// Reads one device's current state from the vendor, without side effects on the device. Used to settle
+    /// a command whose outcome is unknown (a timeout after it was sent): the gateway compares the state
+    /// read back with what the command asked for instead of sending it again. Throws when it cannot read.
+    func readState(_ device: DeviceID) async throws -> [String: StateValue]
 }
 
 extension Vendor {
+    public func readState(_ device: DeviceID) async throws -> [String: StateValue] {
+        throw GatewayError(.internal, message: "Vendor '\(instanceID)' cannot read a device's state back.")
+    }
+
     public func executeBatch(_ commands: [DeviceCommand]) async -> [String: Result<CommandOutcome, GatewayError>] {
         await withTaskGroup(of: (String, Result<CommandOutcome, GatewayError>).self) { group in
             for command in commands {

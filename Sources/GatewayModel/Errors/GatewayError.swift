@@ -24,6 +24,12 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         case expired
         case unknownRequest = "unknown_request"
         case queueFull = "queue_full"
+        /// A newer command for the same device and key replaced this one before it was carried out.
+        case superseded
+        /// The command could not be stored in the outbox (disk full, read-only or broken cache) and was not sent.
+        case storageUnavailable = "storage_unavailable"
+        /// A v5 Response Topic inside the gateway's own namespace or Home Assistant's was refused.
+        case responseTopicRefused = "response_topic_refused"
         // Vendor and transport.
         /// Connect or DNS failure.
         case vendorUnreachable = "vendor_unreachable"
@@ -75,7 +81,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
 
         public var defaultSeverity: Severity {
             switch self {
-            case .retainedCommand, .expired, .vendorUnreachable, .vendorTimeout, .vendorServerError,
+            case .retainedCommand, .expired, .superseded, .responseTopicRefused, .vendorUnreachable, .vendorTimeout, .vendorServerError,
                  .rateLimited, .breakerOpen, .quotaExhausted, .interrupted:
                 .warning
             case .tlsPinMismatch:
@@ -100,6 +106,9 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
             case .expired: "Send the command again if it is still wanted."
             case .unknownRequest: "Use one of the bridge requests listed in the topic documentation."
             case .queueFull: "Wait for the device's queued commands to finish (or expire) before sending more."
+            case .superseded: "Nothing to do: the newer command for this key is carried out instead."
+            case .storageUnavailable: "Free disk space or fix the cache file (storage.path); or set commands.when_storage_fails: send to send unstored commands."
+            case .responseTopicRefused: "Use a response topic outside the gateway's base topic and the Home Assistant discovery prefix (see mqtt.response_topic_prefixes)."
             case .vendorUnreachable: "Check that the vendor's device or cloud is online and reachable from the gateway; the gateway keeps retrying."
             case .vendorTimeout: "The vendor is slow or overloaded; the gateway retries automatically."
             case .vendorServerError: "The vendor has a problem on its side; the gateway retries automatically."
@@ -137,6 +146,9 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
     public var countsAgainstVendor: Bool
     /// The credentials were refused: the caller logs in again ONCE and repeats the call.
     public var requiresReauthentication: Bool
+    /// The request may have reached the vendor and been carried out (e.g. a timeout after it was sent):
+    /// a command must not be sent again blindly; its outcome is settled by reading the device's state back.
+    public var outcomeUnknown: Bool = false
 
     /// Builds an error; anything left nil takes the code's default.
     public init(
