@@ -55,9 +55,16 @@ public protocol Vendor: Sendable {
     /// a command whose outcome is unknown (a timeout after it was sent): the gateway compares the state
     /// read back with what the command asked for instead of sending it again. Throws when it cannot read.
     func readState(_ device: DeviceID) async throws -> [String: StateValue]
+
+    /// The last known state of this vendor's devices from the cache, handed over once before `run()`.
+    /// A vendor that simulates or integrates values itself (the demo's energy counters) continues from
+    /// it, so counters never restart lower after a restart. Default: ignored.
+    func restore(lastKnown states: [DeviceID: [String: StateValue]])
 }
 
 extension Vendor {
+    public func restore(lastKnown states: [DeviceID: [String: StateValue]]) {}
+
     public func readState(_ device: DeviceID) async throws -> [String: StateValue] {
         throw GatewayError(.internal, message: "Vendor '\(instanceID)' cannot read a device's state back.")
     }
