@@ -13,33 +13,58 @@ public enum JSONValue: Sendable, Hashable, Decodable {
     case array([JSONValue])
     case object([String: JSONValue])
 
+    /// Decodes any value inside a `Decodable` vendor shape, at most `StrictJSON.maxDepth` levels deep.
+    /// `Decoder` cannot say a value's kind without a try, so kinds are probed in one fixed order: at most
+    /// four failed probes per value, each costing O(depth), and the depth cap (checked first) bounds that,
+    /// so decoding stays linear. (Uncapped, a 500-deep array cost 0.8 s of CPU.) Vendor bodies are also
+    /// checked with `StrictJSON` before `JSONDecoder` runs (`VendorHTTP.decode`).
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
+        let depth = decoder.codingPath.count
+        guard depth < StrictJSON.maxDepth else {
+            throw DecodingError.dataCorrupted(DecodingError.Context(
+                codingPath: decoder.codingPath, debugDescription: "nesting deeper than \(StrictJSON.maxDepth)"))
+        }
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() {
             self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
+        } else if let text = try? single.decode(String.self) {
+            self = .string(text)
+        } else if let flag = try? single.decode(Bool.self) {
+            self = .bool(flag)
+        } else if let number = try? single.decode(Double.self) {
+            self = .number(number)
+        } else if let keyed = try? decoder.container(keyedBy: AnyKey.self) {
+            var members: [String: JSONValue] = [:]
+            for key in keyed.allKeys {
+                members[key.stringValue] = try keyed.decode(JSONValue.self, forKey: key)
+            }
+            self = .object(members)
         } else {
-            self = .object(try container.decode([String: JSONValue].self))
+            var unkeyed = try decoder.unkeyedContainer()
+            var items: [JSONValue] = []
+            while !unkeyed.isAtEnd {
+                items.append(try unkeyed.decode(JSONValue.self))
+            }
+            self = .array(items)
         }
     }
 
-    /// Parses UTF-8 JSON text, with a readable reason on failure.
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// Parses UTF-8 JSON text strictly (`StrictJSON`: RFC 8259, duplicate keys refused, nesting at most
+    /// `StrictJSON.maxDepth`), with a readable reason on failure.
     public static func parse(_ bytes: [UInt8]) -> Result<JSONValue, GatewayError> {
-        guard String(validating: bytes, as: UTF8.self) != nil else { return .failure(.invalidUTF8()) }
-        do {
-            return .success(try JSONDecoder().decode(JSONValue.self, from: Data(bytes)))
-        } catch let DecodingError.dataCorrupted(context) {
-            let reason = context.underlyingError.map { "\($0)" } ?? context.debugDescription
-            return .failure(.invalidJSON(reason))
-        } catch {
-            return .failure(.invalidJSON("\(error)"))
+        switch StrictJSON.parse(bytes) {
+        case .success(let value): return .success(value)
+        case .failure(let error):
+            // Bytes that are not UTF-8 anywhere (not only inside strings) get their own code.
+            if error.kind == .invalidUTF8 || String(validating: bytes, as: UTF8.self) == nil { return .failure(.invalidUTF8()) }
+            return .failure(.invalidJSON(error.description))
         }
     }
 

@@ -14,42 +14,44 @@ public enum CommandParser {
     /// Other names Home Assistant's JSON light and common tools send for our keys.
     static let aliases: [String: String] = ["color_temp": "color_temp_kelvin"]
 
+    /// Parsing rules (documented in mqtt-topics.md, "Command payloads"):
+    /// - JSON is RFC 8259 only (`StrictJSON`): no trailing commas, comments, NaN/Infinity, duplicate keys;
+    ///   nesting at most `StrictJSON.maxDepth`. Its failures are `invalid_json` with the reason and byte.
+    /// - Only ASCII whitespace (space, tab, CR, LF) is trimmed; words match ASCII-case-insensitively,
+    ///   never by Unicode folding, so `UNLOCK` plus U+200B or `UNLOC` plus the Kelvin sign never unlocks.
+    /// - Numbers are JSON numbers, or strings written exactly as one (`"40"`, `"-3"`, `"21.5"`).
     public static func parse(
         payload: [UInt8], key topicKey: String?, device: Device, current: DeviceState
     ) -> Result<[String: StateValue], GatewayError> {
         guard let text = String(validating: payload, as: UTF8.self) else { return .failure(.invalidUTF8()) }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = ASCIIText.trimmed(text)
         if trimmed.isEmpty { return .failure(.invalidPayload("the payload is empty")) }
+        // Text that starts like a JSON object, array or string must be valid JSON; the rest may be a bare word.
+        let looksLikeJSON = trimmed.utf8.first.map { $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "\"") } ?? false
 
         var requested: [(String, JSONValue)] = []
         if let topicKey {
-            // `/set/<key>` takes a bare value: a number, a word, or any JSON value.
-            let value: JSONValue
-            if case .success(let parsed) = JSONValue.parse(Array(trimmed.utf8)) {
-                value = parsed
-            } else {
-                value = .string(trimmed)
+            // `/set/<key>` takes a bare value: a JSON value (40, "UNLOCK", true), or a bare word or number.
+            switch StrictJSON.parse(payload) {
+            case .success(let parsed): requested = [(topicKey, parsed)]
+            case .failure(let error):
+                if looksLikeJSON { return .failure(jsonError(error)) }
+                requested = [(topicKey, .string(String(trimmed)))]
             }
-            requested = [(topicKey, value)]
-        } else if trimmed.hasPrefix("{") {
-            switch JSONValue.parse(Array(trimmed.utf8)) {
-            case .failure(let error): return .failure(error)
+        } else if looksLikeJSON {
+            switch StrictJSON.parse(payload) {
+            case .failure(let error): return .failure(jsonError(error))
             case .success(.object(let object)):
                 if object.isEmpty { return .failure(.invalidPayload("the object has no keys to set")) }
                 requested = object.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            case .success(.string(let quoted)):
+                // A quoted bare word ("UNLOCK"): the same rule as without quotes.
+                guard let (key, word) = bareWord(quoted) else { return .failure(unknownWord(quoted)) }
+                requested = [(key, .string(word))]
             case .success(let other): return .failure(.invalidPayload("expected a JSON object, got \(other.brief)"))
             }
         } else {
-            var word = trimmed.uppercased()
-            if word.count >= 2, word.hasPrefix("\""), word.hasSuffix("\"") { word = String(word.dropFirst().dropLast()) }
-            guard let key = bareWords[word] else {
-                // Something that looks like JSON but is not an object gets the parser's reason.
-                if let first = trimmed.first, "[\"{".contains(first), case .failure(let error) = JSONValue.parse(Array(trimmed.utf8)) {
-                    return .failure(error)
-                }
-                return .failure(.invalidPayload(
-                    "send a JSON object like {\"state\":\"ON\"}, a bare ON/OFF/TOGGLE/LOCK/UNLOCK/OPEN/CLOSE/STOP, or a value on /set/<key>"))
-            }
+            guard let (key, word) = bareWord(trimmed) else { return .failure(unknownWord(trimmed)) }
             requested = [(key, .string(word))]
         }
 
@@ -76,12 +78,13 @@ public enum CommandParser {
             switch value {
             case .number(let n): number = n
             case .string(let text):
-                guard let parsed = Double(text.trimmingCharacters(in: .whitespaces)) else {
-                    return .failure(.invalidValue(key: spec.name, value: value.brief, expected: "a number"))
+                // Exactly the JSON number grammar: no hex (0x1p3), inf, nan, '+' or Unicode whitespace.
+                guard let parsed = StrictJSON.decimal(text) else {
+                    return .failure(.invalidValue(key: spec.name, value: visible(text), expected: numberExpectation))
                 }
                 number = parsed
             default:
-                return .failure(.invalidValue(key: spec.name, value: value.brief, expected: "a number"))
+                return .failure(.invalidValue(key: spec.name, value: value.brief, expected: numberExpectation))
             }
             // Home Assistant may send color temperature in mireds (`color_temp` < 1000).
             if rawKey == "color_temp", number > 0, number < 1000 { number = (1_000_000 / number).rounded() }
@@ -90,13 +93,13 @@ public enum CommandParser {
             if let high, number > high { return .failure(.outOfRange(key: spec.name, value: number, min: low, max: high)) }
             return .success(.number(number))
         case .enumeration(let reported):
-            guard case .string(let text) = value else {
-                return .failure(.invalidValue(key: spec.name, value: value.brief, expected: "one of \(accepted(spec, reported).joined(separator: ", "))"))
-            }
             let words = accepted(spec, reported)
-            // Upper-case words (ON, LOCK) are case-insensitive; lower-case modes (heat) too.
-            guard let word = words.first(where: { $0.caseInsensitiveCompare(text) == .orderedSame }) else {
+            guard case .string(let text) = value else {
                 return .failure(.invalidValue(key: spec.name, value: value.brief, expected: "one of \(words.joined(separator: ", "))"))
+            }
+            // Upper-case words (ON, LOCK) and lower-case modes (heat) match ASCII-case-insensitively only.
+            guard let word = ASCIIText.match(ASCIIText.trimmed(text), in: words) else {
+                return .failure(.invalidValue(key: spec.name, value: visible(text), expected: "one of \(words.joined(separator: ", "))"))
             }
             if word == "TOGGLE" {
                 return .success(.string(current[spec.name]?.string == "ON" ? "OFF" : "ON"))
@@ -105,7 +108,11 @@ public enum CommandParser {
         case .bool:
             switch value {
             case .bool(let flag): return .success(.bool(flag))
-            case .string(let text) where ["true", "false"].contains(text.lowercased()): return .success(.bool(text.lowercased() == "true"))
+            case .string(let text):
+                guard let word = ASCIIText.match(ASCIIText.trimmed(text), in: ["true", "false"]) else {
+                    return .failure(.invalidValue(key: spec.name, value: visible(text), expected: "true or false"))
+                }
+                return .success(.bool(word == "true"))
             default: return .failure(.invalidValue(key: spec.name, value: value.brief, expected: "true or false"))
             }
         case .text, .timestamp:
@@ -114,6 +121,45 @@ public enum CommandParser {
             }
             return .success(.string(text))
         }
+    }
+
+    static let numberExpectation = "a number: a JSON number, or a string written as one (\"40\", \"-3\", \"21.5\"; no hex, inf or nan)"
+
+    /// The key and canonical word of a bare command word, matched ASCII-case-insensitively after ASCII trimming.
+    static func bareWord(_ text: some StringProtocol) -> (key: String, word: String)? {
+        guard let word = ASCIIText.uppercased(ASCIIText.trimmed(text)), let key = bareWords[word] else { return nil }
+        return (key, word)
+    }
+
+    static func unknownWord(_ text: some StringProtocol) -> GatewayError {
+        GatewayError(
+            .invalidPayload, message: "\(visible(text)) is not a command word.",
+            suggestion: "Send a JSON object like {\"state\":\"ON\"}, a bare ON/OFF/TOGGLE/LOCK/UNLOCK/OPEN/CLOSE/STOP, or a value on /set/<key>."
+        )
+    }
+
+    static func jsonError(_ error: JSONSyntaxError) -> GatewayError {
+        error.kind == .invalidUTF8 ? .invalidUTF8() : .invalidJSON(error.description)
+    }
+
+    /// `text` quoted for a message with every character outside printable ASCII shown as `\uXXXX`,
+    /// so an invisible U+200B or a Kelvin sign is named instead of looking like a valid word.
+    static func visible(_ text: some StringProtocol) -> String {
+        var out = "\""
+        var hidden: [String] = []
+        for scalar in text.unicodeScalars {
+            if out.utf8.count > 60 { out += "…"; break }
+            if scalar.value >= 0x20, scalar.value < 0x7F, scalar != "\"", scalar != "\\" {
+                out.unicodeScalars.append(scalar)
+            } else {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                let code = String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+                out += scalar == "\"" ? "\\\"" : scalar == "\\" ? "\\\\" : "\\u" + code
+                if scalar.value >= 0x7F, hidden.count < 3 { hidden.append("U+" + code) }
+            }
+        }
+        out += "\""
+        return hidden.isEmpty ? out : out + " (contains \(hidden.joined(separator: ", ")): only ASCII words are accepted)"
     }
 
     /// Command words when the key has them (LOCK/UNLOCK), else the reported words (heat/cool).
