@@ -43,6 +43,9 @@ import Testing
         ("abc", "brightness", .invalidPayload),
         ("1e400", "brightness", .outOfRange),
         ("5", "hue", .unknownKey),
+        // Found by deploy/fuzz.sh against the old parser: Double("03") read a bare 03 as brightness 3.
+        ("03", "brightness", .invalidPayload),
+        ("03", "state", .invalidPayload),
     ] as [(String, String?, GatewayError.Code)])
     func badPayloadsAreRejectedWithTheirCode(payload: String, key: String?, expected: GatewayError.Code) {
         #expect(code(parse(payload, key: key)) == expected)
@@ -152,5 +155,36 @@ import Testing
     func message(_ result: Result<[String: StateValue], GatewayError>) -> String? {
         if case .failure(let error) = result { return error.message }
         return nil
+    }
+
+    // MARK: The fuzz corpus as regression tests
+
+    /// Every input of the committed fuzz corpus (`Fuzz/corpus/command-parser`, run by deploy/fuzz.sh)
+    /// also runs here: `valid-*` inputs are commands, everything else is refused for the lock, and an
+    /// accepted lock command is exactly LOCK or UNLOCK from an ASCII-only payload.
+    @Test func fuzzCorpusHoldsTheInvariants() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Fuzz/corpus/command-parser").standardizedFileURL
+        let names = try FileManager.default.contentsOfDirectory(atPath: corpus.path).sorted()
+        #expect(names.count >= 40)
+        let thermostat = Device(vendorID: "demo", vendorDeviceID: "t", name: "T", type: .thermostat, keys: ["target_temperature", "hvac_mode"])
+        for name in names {
+            let bytes = try [UInt8](Data(contentsOf: corpus.appendingPathComponent(name)))
+            var accepted = false
+            for (device, key) in [(lock, nil), (lock, "lock"), (light, nil), (light, "brightness"), (thermostat, nil)] as [(Device, String?)] {
+                switch CommandParser.parse(payload: bytes, key: key, device: device, current: DeviceState()) {
+                case .success(let changes):
+                    accepted = true
+                    #expect(!bytes.contains { $0 >= 0x80 }, "\(name) accepted with non-ASCII bytes")
+                    if device == lock {
+                        #expect(changes == ["lock": .string("LOCK")] || changes == ["lock": .string("UNLOCK")], "\(name): \(changes)")
+                        #expect(name.hasPrefix("valid-"), "\(name) unlocked or locked the lock")
+                    }
+                case .failure(let error):
+                    #expect(!error.message.isEmpty && !error.suggestion.isEmpty)
+                }
+            }
+            #expect(accepted == name.hasPrefix("valid-"), "\(name): accepted \(accepted)")
+        }
     }
 }
