@@ -13,43 +13,12 @@ public enum JSONValue: Sendable, Hashable, Decodable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    /// Decodes any value inside a `Decodable` vendor shape, at most `StrictJSON.maxDepth` levels deep.
-    /// `Decoder` cannot say a value's kind without a try, so kinds are probed in one fixed order: at most
-    /// four failed probes per value, each costing O(depth), and the depth cap (checked first) bounds that,
-    /// so decoding stays linear. (Uncapped, a 500-deep array cost 0.8 s of CPU.) Vendor bodies are also
-    /// checked with `StrictJSON` before `JSONDecoder` runs (`VendorHTTP.decode`).
+    /// Decodes any value inside a `Decodable` vendor shape (through `init(from:configuration:)`).
     public init(from decoder: any Decoder) throws {
-        let depth = decoder.codingPath.count
-        guard depth < StrictJSON.maxDepth else {
-            throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: decoder.codingPath, debugDescription: "nesting deeper than \(StrictJSON.maxDepth)"))
-        }
-        let single = try decoder.singleValueContainer()
-        if single.decodeNil() {
-            self = .null
-        } else if let text = try? single.decode(String.self) {
-            self = .string(text)
-        } else if let flag = try? single.decode(Bool.self) {
-            self = .bool(flag)
-        } else if let number = try? single.decode(Double.self) {
-            self = .number(number)
-        } else if let keyed = try? decoder.container(keyedBy: AnyKey.self) {
-            var members: [String: JSONValue] = [:]
-            for key in keyed.allKeys {
-                members[key.stringValue] = try keyed.decode(JSONValue.self, forKey: key)
-            }
-            self = .object(members)
-        } else {
-            var unkeyed = try decoder.unkeyedContainer()
-            var items: [JSONValue] = []
-            while !unkeyed.isAtEnd {
-                items.append(try unkeyed.decode(JSONValue.self))
-            }
-            self = .array(items)
-        }
+        try self.init(from: decoder, configuration: decoder.codingPath.count)
     }
 
-    private struct AnyKey: CodingKey {
+    fileprivate struct AnyKey: CodingKey {
         var stringValue: String
         var intValue: Int? { nil }
         init(stringValue: String) { self.stringValue = stringValue }
@@ -97,6 +66,51 @@ public enum JSONValue: Sendable, Hashable, Decodable {
         case .string(let text): JSONText.quoted(String(text.prefix(40)))
         case .array: "a list"
         case .object: "an object"
+        }
+    }
+}
+
+extension JSONValue: DecodableWithConfiguration {
+    /// Decodes a value `depth` levels below the document's top, refusing more than `StrictJSON.maxDepth`.
+    /// The depth travels down as the configuration, so no level rebuilds its coding path. `Decoder`
+    /// cannot tell a value's kind without trying, so containers are tried first (an object costs no
+    /// failed probe, an array one, a scalar at most four); the old cascade tried the scalars first at
+    /// every level and cost 0.8 s for a 1 kB 500-deep array. Vendor bodies are also checked with
+    /// `StrictJSON` before `JSONDecoder` runs (`VendorHTTP.decode`).
+    public init(from decoder: any Decoder, configuration depth: Int) throws {
+        // Containers only while the limit allows another level (the same rule as `StrictJSON`).
+        if depth < StrictJSON.maxDepth {
+            if let keyed = try? decoder.container(keyedBy: AnyKey.self) {
+                var members: [String: JSONValue] = [:]
+                for key in keyed.allKeys {
+                    members[key.stringValue] = try keyed.decode(JSONValue.self, forKey: key, configuration: depth + 1)
+                }
+                self = .object(members)
+                return
+            }
+            if var unkeyed = try? decoder.unkeyedContainer() {
+                var items: [JSONValue] = []
+                while !unkeyed.isAtEnd {
+                    items.append(try unkeyed.decode(JSONValue.self, configuration: depth + 1))
+                }
+                self = .array(items)
+                return
+            }
+        }
+        // Bool before Double: some decoders read true as 1.
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() {
+            self = .null
+        } else if let text = try? single.decode(String.self) {
+            self = .string(text)
+        } else if let flag = try? single.decode(Bool.self) {
+            self = .bool(flag)
+        } else if let number = try? single.decode(Double.self) {
+            self = .number(number)
+        } else {
+            throw DecodingError.dataCorrupted(DecodingError.Context(
+                codingPath: decoder.codingPath,
+                debugDescription: depth >= StrictJSON.maxDepth ? "nesting deeper than \(StrictJSON.maxDepth)" : "not a JSON value"))
         }
     }
 }

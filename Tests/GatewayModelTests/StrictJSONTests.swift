@@ -162,6 +162,15 @@ import Testing
             guard case DecodingError.dataCorrupted(let context) = error else { return false }
             return context.debugDescription.contains("nesting deeper than 32")
         }
+        // The same limit as StrictJSON: 32 nested containers decode, 33 do not.
+        let limit = String(repeating: "[", count: 32) + "1" + String(repeating: "]", count: 32)
+        #expect(throws: Never.self) { try JSONDecoder().decode(JSONValue.self, from: Data(limit.utf8)) }
+        let over = String(repeating: "[", count: 33) + String(repeating: "]", count: 33)
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(JSONValue.self, from: Data(over.utf8)) }
+        // Wide and deep within the limit: the same value as the strict parser gives.
+        let forest = "[" + Array(repeating: String(repeating: #"{"a":["#, count: 15) + #"1,"x",true,null"# + String(repeating: "]}", count: 15), count: 200)
+            .joined(separator: ",") + "]"
+        #expect(try JSONDecoder().decode(JSONValue.self, from: Data(forest.utf8)) == (try StrictJSON.parse(Array(forest.utf8)).get()))
         let text = #"{"a":[1,true,"x",null,{"b":false}],"n":2.5,"s":"1"}"#
         let decoded = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
         #expect(decoded == (try StrictJSON.parse(Array(text.utf8)).get()))
