@@ -159,7 +159,7 @@ public enum CommandParser {
             }
         }
         out += "\""
-        return hidden.isEmpty ? out : out + " (contains \(hidden.joined(separator: ", ")): only ASCII words are accepted)"
+        return hidden.isEmpty ? out : out + " (contains \(hidden.joined(separator: ", ")); commands are ASCII only)"
     }
 
     /// Command words when the key has them (LOCK/UNLOCK), else the reported words (heat/cool).

@@ -134,7 +134,7 @@ public final class VendorHTTP: Sendable {
     public func decode<T: Decodable>(_ type: T.Type, from response: HTTPClientResponse, context: String) throws(GatewayError) -> T {
         try check(response, expectsJSON: true)
         // Strict, linear and depth-limited first: a 500-deep body never reaches JSONDecoder (issue 8 point 5).
-        if case .failure(let problem) = StrictJSON.parse(response.body) { throw classifier.unexpectedShape("not valid JSON: \(problem)", context: context) }
+        if case .failure(let problem) = StrictJSON.parse(response.body) { throw classifier.unexpectedShape("the gateway cannot read it as JSON: \(problem)", context: context) }
         do {
             return try JSONDecoder().decode(type, from: response.body)
         } catch {
