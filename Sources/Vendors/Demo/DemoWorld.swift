@@ -20,9 +20,9 @@ struct DemoWorld {
     enum Limits {
         static let solarPeak = 5000.0
         static let homeMax = 6000.0
-        static let batteryMaxPower = 5000.0
-        static let batteryCapacity = 13_500.0
-        static let batteryReserve = 5.0
+        static let batteryMaxPower = 3000.0
+        static let batteryCapacity = 10_000.0
+        static let batteryReserve = 10.0
         static let plugMax = 2500.0
         static let sunrise = 6.5
         static let sunset = 19.5
@@ -239,8 +239,11 @@ struct DemoWorld {
             let limit = hours > 0 ? available / hours : Limits.batteryMaxPower
             battery = min(home - solar, Limits.batteryMaxPower, limit)
         }
-        battery = battery.rounded()
-        let grid = home - solar - battery
+        // Like a real inverter, the battery follows the surplus or deficit with a small lag: a few
+        // percent of it still flows through the grid.
+        // `+ 0` turns a -0 into 0, so the payload never says `-0`.
+        battery = (battery * Double.random(in: 0.94...0.99, using: &rng)).rounded() + 0
+        let grid = home - solar - battery + 0
         flows.level = clamp(flows.level - battery * hours / Limits.batteryCapacity * 100, 0, 100)
         func add(_ key: String, _ watts: Double) {
             flows.counters[key, default: 0] += max(0, watts) / 1000 * hours
