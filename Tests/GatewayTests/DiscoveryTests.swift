@@ -165,4 +165,26 @@ import Testing
         let energy = try object(try #require(discovery.messages(for: plug).first { $0.topic.hasSuffix("/energy/config") }).payload)
         #expect(energy["device"] != nil && energy["origin"] != nil && energy["platform"] == nil)
     }
+
+    @Test func componentModeAnnouncesTheGatewayAndHomeViewsEntityByEntity() throws {
+        let discovery = HomeAssistantDiscovery(topics: topics, mode: .component, version: "1.0")
+        let bridge = discovery.bridgeMessages(vendorIDs: ["demo", "house"])
+        let bridgeTopics = Set(bridge.map(\.topic))
+        for topic in ["homeassistant/binary_sensor/lbs_bridge/connection_state/config", "homeassistant/button/lbs_bridge/restart/config",
+                      "homeassistant/select/lbs_bridge/log_level/config", "homeassistant/sensor/lbs_bridge/version/config",
+                      "homeassistant/sensor/lbs_bridge/commands_executed/config", "homeassistant/sensor/lbs_bridge/vendor_house/config"] {
+            #expect(bridgeTopics.contains(topic), "\(topic) missing")
+        }
+        for message in bridge {
+            let config = try object(message.payload)
+            #expect(config["device"] != nil && config["origin"] != nil && config["platform"] == nil)
+        }
+        let keys = ["grid_import_energy", "solar_power"]
+        let views = discovery.homeViewMessages(.energy, keys: keys)
+        #expect(views.map(\.topic).sorted() == discovery.homeViewClearTopics(.energy, keys: keys).sorted())
+        let counter = try object(try #require(views.first { $0.topic == "homeassistant/sensor/lbs_energy_home/grid_import_energy/config" }).payload)
+        #expect(counter["state_topic"] as? String == "lbs/energy/home")
+        #expect(counter["state_class"] as? String == "total_increasing")
+        #expect(counter["unique_id"] as? String == "lbs_energy_home_grid_import_energy")
+    }
 }
