@@ -1,3 +1,4 @@
+import Cache
 import Foundation
 @testable import Gateway
 import GatewayModel
@@ -100,5 +101,46 @@ import Vendors
         #expect(stored["executed"] as? Int == 1)
         await watcher.shutdown()
         await gateway.stop()
+    }
+}
+
+/// Issue 7 point 5, demo side: with `storage:`, the demo's counters and battery level continue from the cache.
+@Suite(.timeLimit(.minutes(2))) struct DemoRestoreIntegrationTests {
+    static let keys = ["solar_energy", "grid_import_energy", "grid_export_energy", "battery_charge_energy", "battery_discharge_energy",
+                       "home_energy", "battery_level"]
+
+    @Test func aRestartedDemoContinuesItsCountersFromTheCache() async throws {
+        let broker = try await MosquittoBroker.started()
+        let directory = try TemporaryDirectory()
+        let first = try await GatewayHarness.start(broker: broker, directory: directory, storage: true)
+        let watcher = try await first.observer("lbs/device/demo_energy")
+        let before = try await watcher.waitForMessage(topic: "lbs/device/demo_energy", timeout: .seconds(10)) { $0.json?["solar_energy"] != nil }
+        await first.stop()
+        await watcher.shutdown()
+        // Counters of a house that ran for a while (far above what the demo starts from by itself),
+        // written into the cache as the previous run would have left them.
+        let database = directory.file("gateway.sqlite")
+        let store = try GatewayStore(path: database)
+        var stored = try #require(try store.states().first { $0.deviceID == "demo_energy" })
+        var values = try #require(try JSONSerialization.jsonObject(with: Data(stored.json.utf8)) as? [String: Any])
+        for key in Self.keys where key != "battery_level" { values[key] = ((values[key] as? Double) ?? 0) + 1000 }
+        values["battery_level"] = 42.5
+        stored.json = String(decoding: try JSONSerialization.data(withJSONObject: values), as: UTF8.self)
+        try store.saveStates([stored])
+        try store.close()
+
+        let second = try await GatewayHarness.start(broker: broker, directory: directory, storage: true)
+        let again = try await second.observer("lbs/device/demo_energy")
+        // The first fresh (not stale) state of the restarted demo.
+        let after = try await again.waitForMessage(topic: "lbs/device/demo_energy", timeout: .seconds(10)) { message in
+            message.json?["solar_energy"] != nil && message.json?["stale"] == nil
+        }
+        for key in Self.keys {
+            let old = try #require(before.json?[key] as? Double), new = try #require(after.json?[key] as? Double)
+            let cached = key == "battery_level" ? 42.5 : old + 1000
+            #expect(abs(new - cached) < 0.000_001, "\(key): \(cached) in the cache, \(new) after the restart")
+        }
+        await again.shutdown()
+        await second.stop()
     }
 }

@@ -45,6 +45,8 @@ public struct GatewayService: Service {
         for settings in config.vendors {
             let vendor = try VendorCatalog.make(settings, sink: sink, context: context)
             await controller.register(vendor)
+            // Counters a vendor integrates itself (the demo's) continue from the cache, never lower.
+            vendor.restore(lastKnown: await controller.lastKnownStates(vendorID: settings.id))
             vendors.append(vendor)
         }
         await controller.resumeOutbox()
