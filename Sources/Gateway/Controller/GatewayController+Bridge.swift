@@ -81,8 +81,9 @@ extension GatewayController {
     /// (checked every 3 s, so a burst of commands gives one message, not one per command).
     public func runBridgeHealth() async {
         while !Task.isCancelled {
-            publishBridgeHealth(force: false)
             do { try await clock.sleep(for: Self.healthCheckInterval) } catch { return }
+            // The first one goes out from `connected()`: nothing is queued for the broker before that.
+            if bridgeExtras.lastHealth != nil { publishBridgeHealth(force: false) }
         }
     }
 
