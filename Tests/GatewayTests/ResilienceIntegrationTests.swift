@@ -143,8 +143,9 @@ import Testing
         try await client.waitForMessage(topic: "lbs/bridge/state", timeout: .seconds(10)) { $0.text.contains("online") }
         try await Task.sleep(for: .seconds(2))
         let commands = 20
+        // One command per plug (sim_1, sim_3, … are plugs): commands for one key of one device would supersede each other.
         for index in 0..<commands {
-            try await client.publish("lbs/device/demo_light/set/brightness", "\(index + 1)", qos: .atLeastOnce, responseTopic: "acks/\(index)")
+            try await client.publish("lbs/device/demo_sim_\(2 * index + 1)/set/state", "OFF", qos: .atLeastOnce, responseTopic: "acks/\(index)")
         }
         try await waitUntil("all commands acknowledged", timeout: .seconds(10)) {
             (0..<commands).allSatisfy { index in client.received.contains { $0.topic == "acks/\(index)" && $0.text.contains("ok") } }

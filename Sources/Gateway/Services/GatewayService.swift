@@ -35,6 +35,7 @@ public struct GatewayService: Service {
         // Cached devices and states go out (flagged stale) on the first connect, before any vendor answers.
         await controller.restoreFromCache()
         let events = EventInbox<VendorEvent>(capacity: 100_000)
+        await controller.attach(events)
         let sink = VendorEventSink { events.send($0) }
         var vendors: [any Vendor] = []
         let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger)
