@@ -5,6 +5,12 @@ extension GatewayController {
     /// The request names served on `<base>/bridge/request/<name>`.
     public static let requestNames = ["info", "devices", "device/refresh", "health", "history", "batch"]
 
+    /// Every `type` published on `<base>/bridge/event` (documented in `mqtt-topics.md`; a test keeps them in step).
+    public static let eventTypes = [
+        "device_added", "device_removed", "command_failed", "vendor_state_changed", "response_refused",
+        "storage_state_changed", "inventory_truncated",
+    ]
+
     /// The longest `transaction` echoed back (it is the requester's tag, not a payload).
     static let maxTransactionBytes = 128
 
