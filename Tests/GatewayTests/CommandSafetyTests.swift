@@ -4,6 +4,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Logging
+import Synchronization
 import Testing
 
 /// The command path's safety rules with a scripted vendor: a command whose outcome is unknown is
@@ -161,6 +162,20 @@ import Testing
             (0..<200).allSatisfy { index in h.transport.messages.contains { $0.topic == "g/\(index)" } }
         }
         #expect(h.vendor.refreshes <= 2, "\(h.vendor.refreshes) vendor calls for 200 /get")
+    }
+
+    @Test func refreshesOfAVendorThatReadsEverythingAtOnceShareOneCall() async throws {
+        let h = try await Harness()
+        h.vendor.script.withLock { $0.listRefresh = true }
+        for index in 0..<100 {
+            for device in ["plug", "lock"] {
+                await h.controller.handle(InboundMessage(topic: "lbs/device/sv_\(device)/get", payload: [], responseTopic: "g/\(device)/\(index)"))
+            }
+        }
+        try await waitUntil("every /get answered", timeout: .seconds(10)) {
+            (0..<100).allSatisfy { index in h.transport.messages.contains { $0.topic == "g/lock/\(index)" } }
+        }
+        #expect(h.vendor.refreshes <= 2, "\(h.vendor.refreshes) vendor calls for 200 /get across two devices")
     }
 
     func requestHealth(_ h: Harness) async throws -> [String: Any] {

@@ -35,7 +35,7 @@ public actor GatewayController {
     var storeQueue: [CommandJob] = []
     var storing = false
     /// `/get` and `device/refresh` requests, coalesced per device (see `refresh`).
-    var refreshes: [DeviceID: RefreshState] = [:]
+    var refreshes: [String: RefreshState] = [:]
     /// Vendors that answered at least once since start: their devices may be announced online.
     var answeredVendors: Set<String> = []
     /// When each device's state was last published (unchanged states are re-sent only on the heartbeat).

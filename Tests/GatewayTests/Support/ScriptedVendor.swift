@@ -24,6 +24,7 @@ final class ScriptedVendor: Vendor {
         var refreshes = 0
         var gate: [CheckedContinuation<Void, Never>] = []
         var released = false
+        var listRefresh = false
     }
 
     let instanceID: String
@@ -32,6 +33,8 @@ final class ScriptedVendor: Vendor {
     let script = Mutex(Script())
     /// How long a refresh takes (so concurrent `/get`s overlap).
     let refreshDuration: Duration
+    /// One refresh reads every device (a list endpoint).
+    var refreshesAllDevices: Bool { script.withLock { $0.listRefresh } }
 
     init(instanceID: String = "sv", devices: [Device]? = nil, refreshDuration: Duration = .milliseconds(50)) {
         self.instanceID = instanceID
