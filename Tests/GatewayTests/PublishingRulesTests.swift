@@ -171,4 +171,27 @@ import Testing
         let info = try #require(transport.json("lbs/bridge/info"))
         #expect((info["dropped"] as? [String: Any])?["vendor_events"] as? Double == 3)
     }
+
+    @Test func droppedInboundAndOfflineMessagesAreShownInHealthAndInfo() async throws {
+        let transport = RecordingTransport()
+        let controller = Self.controller(transport)
+        await controller.connected()
+        transport.setStats(TransportStats(droppedInbound: 11_481, droppedOffline: 7))
+        await controller.housekeeping()
+        let info = try #require(transport.json("lbs/bridge/info")?["dropped"] as? [String: Any])
+        #expect(info["inbound_messages"] as? Double == 11_481)
+        #expect(info["offline_publishes"] as? Double == 7)
+        await controller.handle(InboundMessage(topic: "lbs/bridge/request/health", payload: []))
+        let health = try #require(transport.json("lbs/bridge/response/health")?["data"] as? [String: Any])
+        #expect((health["dropped"] as? [String: Any])?["inbound_messages"] as? Double == 11_481)
+    }
+
+    @Test func theRetainedSweepEndsWithAnUnsubscribe() async throws {
+        let transport = RecordingTransport()
+        let controller = Self.controller(transport)
+        await controller.connected()
+        #expect(transport.subscriptions.contains("lbs/device/+/availability"))
+        await controller.endRetainedSweep()
+        #expect(transport.unsubscriptions.contains("lbs/device/+/availability"))
+    }
 }
