@@ -1,4 +1,5 @@
 import ArgumentParser
+import Cache
 import Foundation
 import Gateway
 import Logging
@@ -95,6 +96,13 @@ extension LBSGateway {
         func run() async throws {
             switch options.load() {
             case .success(let config):
+                // What `run` would refuse (or fail on at the first write) is reported here too.
+                let storageProblems = config.storage.map { StorageCheck.problems(path: $0.path) } ?? []
+                if !storageProblems.isEmpty {
+                    for problem in storageProblems { print("\(options.config): storage.path: \(problem)") }
+                    print("\(storageProblems.count) problem(s) found")
+                    throw ExitCode(1)
+                }
                 print("\(options.config): ok (\(config.vendors.count) vendor(s): \(config.vendors.map { "\($0.id) (\($0.type))" }.joined(separator: ", ")))")
             case .failure(let failure):
                 for problem in failure.problems { print("\(options.config): \(problem)") }

@@ -101,7 +101,7 @@ import Testing
         await simulator.stop()
         try await client.waitForMessage(topic: "lbs/bridge/vendors/consciousness", timeout: .seconds(15)) { $0.json?["state"] as? String == "down" }
 
-        let capacity = GatewayController.laneCapacity
+        let capacity = CommandSettings().maxQueuedPerDevice
         for index in 0..<(capacity + 10) {
             try await client.publish("lbs/device/\(kitchen)/set", index.isMultiple(of: 2) ? "ON" : "OFF", qos: .atLeastOnce)
         }

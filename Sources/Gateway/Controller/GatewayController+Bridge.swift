@@ -23,15 +23,6 @@ extension GatewayController {
     /// The log level shown in `bridge/info` and the `log_level` select.
     var currentLogLevel: String { bridgeExtras.controls?.logLevel.value.rawValue ?? config.logLevel }
 
-    /// The cached states of one vendor's devices, for `Vendor.restore(lastKnown:)` before it runs.
-    public func lastKnownStates(vendorID: String) -> [DeviceID: [String: StateValue]] {
-        var result: [DeviceID: [String: StateValue]] = [:]
-        for (id, device) in devices where device.vendorID == vendorID {
-            if let state = states[id], state.stale { result[id] = state.values }
-        }
-        return result
-    }
-
     // MARK: - Gateway device and home views in Home Assistant
 
     /// The gateway device; forgets which home views were announced so they go out again with the next

@@ -28,9 +28,32 @@ public actor GatewayController {
     /// What discovery was last published per device: its topics and a digest of the payloads
     /// (not the payloads themselves: kilobytes per device add up at 1,000 devices).
     var publishedDiscovery: [DeviceID: (topics: [String], digest: Int)] = [:]
-    var commandLanes: [DeviceID: AsyncStream<CommandJob>.Continuation] = [:]
-    /// Commands on their way into the outbox, in arrival order (see `enqueue`).
-    var outboxIntake: AsyncStream<[CommandJob]>.Continuation?
+    /// One bounded command lane per device (see `GatewayController+Lanes`).
+    var lanes: [DeviceID: CommandLane] = [:]
+    var commandSequence: UInt64 = 0
+    /// Admitted commands waiting for the outbox writer, in arrival order.
+    var storeQueue: [CommandJob] = []
+    var storing = false
+    /// `/get` and `device/refresh` requests, coalesced per device (see `refresh`).
+    var refreshes: [String: RefreshState] = [:]
+    /// Vendors that answered at least once since start: their devices may be announced online.
+    var answeredVendors: Set<String> = []
+    /// When each device's state was last published (unchanged states are re-sent only on the heartbeat).
+    var lastStatePublish: [DeviceID: Date] = [:]
+    /// Retained discovery/availability topics of devices the gateway published before but does not know
+    /// now (learned from the broker at start), by device id: cleared once their vendor's inventory lacks them.
+    var orphanCandidates: [DeviceID: Set<String>] = [:]
+    var sweepingRetained = false
+    var sweepDone = false
+    var eventInbox: EventInbox<VendorEvent>?
+    var lastReportedDrops = Drops()
+    var lastReportedStorageOK = true
+    var logLimits: [String: LogLimit] = [:]
+    var housekeepingStarted = false
+    /// Vendors whose inventory was cut to `max_devices` (reported once).
+    var cappedVendors: Set<String> = []
+    /// Vendors that delivered their device list since start (orphans of other vendors are kept until they do).
+    var inventoriedVendors: Set<String> = []
     /// Batch items of one vendor gathering at the front of their device lanes (see `joinBatch`).
     var batchGroups: [String: BatchGroup] = [:]
     var aggregatesPending = false
@@ -58,6 +81,8 @@ public actor GatewayController {
         var room: String?
         var feedsEnergy: Bool
         var feedsEnvironment: Bool
+        /// Reports a counter (`total_increasing`): updates pass `guardCounters`.
+        var hasCounters: Bool
     }
 
     struct Counters {
@@ -65,6 +90,11 @@ public actor GatewayController {
         var commandsFailed = 0
         var statesPublished = 0
         var inboundMessages = 0
+        /// Commands refused before they were queued (`queue_full`, `storage_unavailable`).
+        var commandsRefused = 0
+        var refusedResponses = 0
+        /// Counter readings held back because they were lower than the last published (see `guardCounters`).
+        var counterDipsHeld = 0
     }
 
     struct CommandJob: Sendable {
@@ -76,6 +106,13 @@ public actor GatewayController {
         var completion: (@Sendable (GatewayError?) -> Void)?
         /// The batch group this command goes out with in one vendor call, if any.
         var batchGroup: String?
+        /// Admission order (see `isSuperseded`).
+        var sequence: UInt64 = 0
+        /// The batch request this command came in (items of one request never supersede each other:
+        /// the requester ordered them on purpose).
+        var requestTag: String?
+        /// Stored in the outbox (or no cache): its lane may run it.
+        var ready = false
     }
 
     /// Where to answer a command or request: the v5 response topic, and/or a bridge response.
@@ -104,6 +141,17 @@ public actor GatewayController {
     public func register(_ vendor: any Vendor) {
         vendors[vendor.instanceID] = vendor
         vendorTypes[vendor.instanceID] = vendor.typeName
+        // Vendors that integrate values themselves (counters) continue from the cache, never lower.
+        var lastKnown: [DeviceID: [String: StateValue]] = [:]
+        for (id, device) in devices where device.vendorID == vendor.instanceID {
+            if let values = states[id]?.values { lastKnown[id] = values }
+        }
+        if !lastKnown.isEmpty { vendor.restore(lastKnown: lastKnown) }
+    }
+
+    /// The vendor event inbox, so its drops and depth show in `health`.
+    public func attach(_ inbox: EventInbox<VendorEvent>) {
+        eventInbox = inbox
     }
 
     public var deviceIDs: [DeviceID] { devices.keys.sorted() }
@@ -126,6 +174,8 @@ public actor GatewayController {
         for health in vendorHealth.values.sorted(by: { $0.vendorID < $1.vendorID }) { publishVendorHealth(health) }
         republishAllStates()
         publishAggregates()
+        startHousekeeping()
+        startRetainedSweep()
         publishBridgeHealth(force: true)
         logger.info("connected to the broker; published \(devices.count) devices")
     }
@@ -160,21 +210,27 @@ public actor GatewayController {
                 logger.debug("state for unknown device \(id) ignored")
                 return
             }
+            answeredVendors.insert(info.vendorID)
+            var update = values
+            if info.hasCounters { guardCounters(id, &update) }
             // Merged in place: copying the state out and back would copy its dictionary on every update.
-            states[id, default: DeviceState()].merge(values, observedAt: observedAt)
+            let changed = states[id, default: DeviceState()].mergeReportingChange(update, observedAt: observedAt)
             if availability[id] != true, vendorHealth[info.vendorID]?.state != .down {
                 availability[id] = true
                 publishAvailability(id)
             }
+            // Unchanged values are not re-sent on every poll: only when the heartbeat refreshes `last_seen`.
+            if !changed, let last = lastStatePublish[id], now().timeIntervalSince(last) < config.mqtt.stateHeartbeat { return }
             publishState(id, info)
-            markAggregatesDirty(info)
+            if changed { markAggregatesDirty(info) }
             if persistence != nil {
-                Persistence.readings(for: id, values: values, at: observedAt, into: &pendingWrites.readings)
+                Persistence.readings(for: id, values: update, at: observedAt, into: &pendingWrites.readings)
                 dirtyStates.insert(id)
                 schedulePersist()
             }
         case .availability(let id, let online):
-            guard devices[id] != nil, availability[id] != online else { return }
+            guard let device = devices[id], availability[id] != online else { return }
+            answeredVendors.insert(device.vendorID)
             availability[id] = online
             publishAvailability(id)
         case .health(let health):
@@ -182,7 +238,10 @@ public actor GatewayController {
         }
     }
 
-    func applyInventory(vendorID: String, devices list: [Device]) {
+    func applyInventory(vendorID: String, devices reported: [Device]) {
+        answeredVendors.insert(vendorID)
+        inventoriedVendors.insert(vendorID)
+        let list = capped(reported, vendorID: vendorID)
         let incoming = Dictionary(list.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let existing = devices.values.filter { $0.vendorID == vendorID }
         var changed = false
@@ -206,6 +265,7 @@ public actor GatewayController {
             }
             if config.homeAssistant.enabled { publishDiscovery(device.id, force: false) }
         }
+        if !orphanCandidates.isEmpty { clearOrphans() }
         if changed {
             publishBridgeDevices()
             // The registry is what a restart recovers from (stale states, queued commands): write it now.
@@ -221,7 +281,7 @@ public actor GatewayController {
         if let room = device.roomSlug { roomMembers[room]?.remove(id) }
         states[id] = nil
         availability[id] = nil
-        commandLanes.removeValue(forKey: id)?.finish()
+        lastStatePublish[id] = nil
         if config.homeAssistant.enabled {
             for topic in discovery.clearTopics(for: device) { transport.publish(topic, "", qos: 1, retain: true) }
         }
@@ -260,6 +320,7 @@ public actor GatewayController {
         }
         transport.publish(info.stateTopic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
                           qos: 0, retain: config.mqtt.retainState)
+        lastStatePublish[id] = now()
         counters.statesPublished += 1
     }
 
@@ -270,7 +331,8 @@ public actor GatewayController {
         let info = HotInfo(
             stateTopic: topics.device(device.id), type: device.type, vendorID: device.vendorID, room: device.roomSlug,
             feedsEnergy: device.keys.contains(where: HomeViews.energyKeys.contains),
-            feedsEnvironment: device.keys.contains(where: HomeViews.environmentKeys.contains)
+            feedsEnvironment: device.keys.contains(where: HomeViews.environmentKeys.contains),
+            hasCounters: device.keys.contains { StateKeys.spec($0)?.series == .counter }
         )
         hot[device.id] = info
         if info.feedsEnergy { energyDevices.insert(device.id) } else { energyDevices.remove(device.id) }
@@ -315,6 +377,8 @@ public actor GatewayController {
             "homeassistant": ["enabled": .bool(config.homeAssistant.enabled), "discovery_prefix": .string(config.homeAssistant.discoveryPrefix),
                               "discovery_mode": .string(config.homeAssistant.mode.rawValue)],
             "vendors": .array(vendorsJSON),
+            "storage": storageJSON(),
+            "dropped": dropsJSON(drops),
         ]
         transport.publish(topics.bridgeInfo, info.render(), qos: 1, retain: true)
     }

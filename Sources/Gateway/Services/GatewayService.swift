@@ -39,14 +39,13 @@ public struct GatewayService: Service {
         // Cached devices and states go out (flagged stale) on the first connect, before any vendor answers.
         await controller.restoreFromCache()
         let events = EventInbox<VendorEvent>(capacity: 100_000)
+        await controller.attach(events)
         let sink = VendorEventSink { events.send($0) }
         var vendors: [any Vendor] = []
         let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger)
         for settings in config.vendors {
             let vendor = try VendorCatalog.make(settings, sink: sink, context: context)
             await controller.register(vendor)
-            // Counters a vendor integrates itself (the demo's) continue from the cache, never lower.
-            vendor.restore(lastKnown: await controller.lastKnownStates(vendorID: settings.id))
             vendors.append(vendor)
         }
         await controller.resumeOutbox()
