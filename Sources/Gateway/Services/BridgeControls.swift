@@ -61,9 +61,9 @@ public struct BridgeControls: Sendable {
 }
 
 /// `<base>/bridge/request/restart`: after the service group has stopped (offline published, cache
-/// flushed, broker disconnected), the process replaces itself with a fresh copy of the same binary and
-/// arguments (`execv` of `/proc/self/exe`). The PID stays the same, so this works alike under
-/// systemd (`Type=simple`, no restart policy needed) and from a shell.
+/// flushed, broker disconnected), the process replaces itself with a fresh start of its binary with the
+/// same arguments (`execvp` of `argv[0]`, else `/proc/self/exe`). The PID stays the same, so this works
+/// alike under systemd (`Type=simple`, no restart policy needed) and from a shell.
 public final class GatewayRestart: Sendable {
     private struct State {
         var requested = false
@@ -100,12 +100,13 @@ public final class GatewayRestart: Sendable {
                 if flags >= 0 { _ = fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
             }
         }
-        let path = "/proc/self/exe"
         var cArguments: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
         cArguments.append(nil)
-        execv(path, cArguments)
-        let reason = String(cString: strerror(errno))
-        for pointer in cArguments { free(pointer) }
-        return reason
+        defer { for pointer in cArguments { free(pointer) } }
+        // The path it was started with first (an upgraded binary is picked up, as after any restart),
+        // then the running image itself.
+        if let program = arguments.first, !program.isEmpty { execvp(program, cArguments) }
+        execv("/proc/self/exe", cArguments)
+        return String(cString: strerror(errno))
     }
 }
