@@ -146,3 +146,26 @@ import Vendors
         await second.stop()
     }
 }
+
+/// A room announced by an earlier run whose devices are gone at start-up (their vendor left the config)
+/// is cleared from Home Assistant, not left as a ghost device.
+@Suite(.timeLimit(.minutes(2))) struct HomeViewGhostTests {
+    @Test func aRoomWhoseDevicesLeftWhileTheGatewayWasDownIsCleared() async throws {
+        let broker = try await MosquittoBroker.started()
+        let directory = try TemporaryDirectory()
+        let topic = "homeassistant/device/lbs_environment_living_room/config"
+        let first = try await GatewayHarness.start(broker: broker, directory: directory, storage: true)
+        let watcher = try await first.observer(topic)
+        try await watcher.waitForMessage(topic: topic, timeout: .seconds(10)) { !$0.payload.isEmpty }
+        await first.stop()
+
+        try "pw\n".write(toFile: directory.file("house-password"), atomically: true, encoding: .utf8)
+        let vendors = "  - {type: consciousness, id: house, url: \"http://127.0.0.1:9\", username: u, password_file: house-password, poll_interval: 3600}"
+        let second = try await GatewayHarness.start(broker: broker, directory: directory, vendors: vendors, storage: true)
+        try await watcher.waitForMessage(topic: topic, timeout: .seconds(10)) { $0.payload.isEmpty }
+        let retained = try await TestMQTTClient.retainedSnapshot(url: broker.url, filter: "homeassistant/device/#")
+        #expect(retained[topic] == nil, "the room is still announced")
+        await watcher.shutdown()
+        await second.stop()
+    }
+}

@@ -49,8 +49,11 @@ extension GatewayController {
         let id = view.slug
         let previous = bridgeExtras.homeViews[id]
         if keys.isEmpty {
-            guard let previous else { return }
-            for topic in discovery.homeViewClearTopics(previous.view, keys: previous.keys) { transport.publish(topic, "", qos: 1, retain: true) }
+            // Cleared even when this run never announced it: a room emptied by devices removed at start-up
+            // (restored from the cache, vendor gone) was announced by the previous run.
+            let possible = if case .energy = view { HomeViews.energyKeys } else { HomeViews.environmentKeys }
+            let gone = previous ?? (view, possible.sorted())
+            for topic in discovery.homeViewClearTopics(gone.view, keys: gone.keys) { transport.publish(topic, "", qos: 1, retain: true) }
             bridgeExtras.homeViews[id] = nil
             return
         }
