@@ -197,9 +197,19 @@ public actor GatewayController {
     /// Drains vendor events inside the actor: each wake-up handles the whole backlog, with no hop per event.
     public func consume(_ inbox: EventInbox<VendorEvent>) async {
         while let events = await inbox.next() {
-            for event in events { handle(event) }
+            var handled = 0
+            for event in events {
+                handle(event)
+                handled += 1
+                // A large backlog is handled in slices: between them the actor takes commands and requests
+                // that arrived meanwhile, so telemetry never makes a command wait for the whole backlog.
+                if handled.isMultiple(of: Self.eventSlice) { await Task.yield() }
+            }
         }
     }
+
+    /// Vendor events handled before the actor lets waiting commands in.
+    static let eventSlice = 256
 
     public func handle(_ event: VendorEvent) {
         switch event {
