@@ -82,8 +82,19 @@ public struct DeviceState: Sendable, Hashable {
 
     /// Merges a partial fresh update: new keys replace old ones, the rest stay.
     public mutating func merge(_ update: [String: StateValue], observedAt: Date) {
-        values.merge(update) { _, new in new }
+        _ = mergeReportingChange(update, observedAt: observedAt)
+    }
+
+    /// `merge`, telling whether anything a subscriber sees changed: a value, or the `stale` flag
+    /// (a newer `last_seen` alone is not a change; it is refreshed on the state heartbeat).
+    public mutating func mergeReportingChange(_ update: [String: StateValue], observedAt: Date) -> Bool {
+        var changed = stale
+        for (key, value) in update where values[key] != value {
+            values[key] = value
+            changed = true
+        }
         if lastSeen.map({ observedAt >= $0 }) ?? true { lastSeen = observedAt }
         stale = false
+        return changed
     }
 }

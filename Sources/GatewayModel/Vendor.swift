@@ -56,6 +56,10 @@ public protocol Vendor: Sendable {
     /// read back with what the command asked for instead of sending it again. Throws when it cannot read.
     func readState(_ device: DeviceID) async throws -> [String: StateValue]
 
+    /// True when one `refresh` call reads every device of the vendor (one list endpoint): the gateway then
+    /// coalesces refreshes of all its devices into one call, not one per device.
+    var refreshesAllDevices: Bool { get }
+
     /// The last known state of this vendor's devices from the cache, handed over once before `run()`.
     /// A vendor that simulates or integrates values itself (the demo's energy counters) continues from
     /// it, so counters never restart lower after a restart. Default: ignored.
@@ -63,6 +67,8 @@ public protocol Vendor: Sendable {
 }
 
 extension Vendor {
+    public var refreshesAllDevices: Bool { false }
+
     public func restore(lastKnown states: [DeviceID: [String: StateValue]]) {}
 
     public func readState(_ device: DeviceID) async throws -> [String: StateValue] {

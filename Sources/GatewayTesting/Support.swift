@@ -107,7 +107,8 @@ public final class TemporaryDirectory: Sendable {
     }
 }
 
-/// Test fixtures in `../shared/fixtures` beside the package root (never copied into the repo).
+/// Test fixtures in `Tests/Fixtures/<vendor>/` of the package: recorded data copied unchanged, with its
+/// origin in `Tests/Fixtures/SOURCES.md`, so a plain clone runs every test.
 public enum Fixtures {
     /// The package root: the nearest ancestor of this source file containing Package.swift.
     public static func packageRoot(filePath: String = #filePath) -> String? {
@@ -119,10 +120,10 @@ public enum Fixtures {
         return nil
     }
 
-    /// `<package root>/../shared/fixtures`.
+    /// `<package root>/Tests/Fixtures`.
     public static var directory: String {
         let root = packageRoot() ?? FileManager.default.currentDirectoryPath
-        return "\(root)/../shared/fixtures"
+        return "\(root)/Tests/Fixtures"
     }
 
     /// Path of `file` in the `vendor` fixture folder.

@@ -143,14 +143,18 @@ import Testing
         try await client.waitForMessage(topic: "lbs/bridge/state", timeout: .seconds(10)) { $0.text.contains("online") }
         try await Task.sleep(for: .seconds(2))
         let commands = 20
+        // One command per plug (sim_1, sim_3, … are plugs): commands for one key of one device would supersede each other.
         for index in 0..<commands {
-            try await client.publish("lbs/device/demo_light/set/brightness", "\(index + 1)", qos: .atLeastOnce, responseTopic: "acks/\(index)")
+            try await client.publish("lbs/device/demo_sim_\(2 * index + 1)/set/state", "OFF", qos: .atLeastOnce, responseTopic: "acks/\(index)")
         }
         try await waitUntil("all commands acknowledged", timeout: .seconds(10)) {
             (0..<commands).allSatisfy { index in client.received.contains { $0.topic == "acks/\(index)" && $0.text.contains("ok") } }
         }
-        // Acknowledged on MQTT means written as acked in the outbox a moment later; then pull the plug mid-write.
-        try await Task.sleep(for: .milliseconds(300))
+        // Acknowledged on MQTT means written as acked in the outbox a moment later (off the reply's path):
+        // wait until it is, while the demo keeps writing, then pull the plug mid-write.
+        let reader = try GatewayStore(path: database)
+        try await waitUntil("outbox marks written", timeout: .seconds(20)) { try reader.outboxCounts()[.acked, default: 0] == commands }
+        try reader.close()
         process.kill()
         _ = await process.waitForExit(timeout: .seconds(5))
         await client.shutdown()

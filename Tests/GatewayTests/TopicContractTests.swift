@@ -31,19 +31,43 @@ import Testing
         let topics = Topics(base: "<base>")
         let id = try #require(DeviceID(validating: "device_id"))
         let used = [
-            topics.bridgeState, topics.bridgeInfo, topics.bridgeDevices, topics.bridgeEvent,
+            topics.bridgeState, topics.bridgeInfo, topics.bridgeDevices, topics.bridgeEvent, topics.bridgeHealth,
             topics.bridgeRequest("<name>"), topics.bridgeResponse("<name>"),
             topics.device(id), topics.availability(id), topics.set(id), topics.set(id, key: "<key>"), topics.get(id),
             topics.energyHome, topics.environment(room: "<room>"),
         ].map { $0.replacingOccurrences(of: "device_id", with: "<device_id>") }
-        for topic in used + ["homeassistant/status", "homeassistant/device/<base>_<device_id>/config"] {
+        for topic in used + ["homeassistant/status", "homeassistant/device/<base>_<device_id>/config", "homeassistant/device/<base>_bridge/config",
+                             "homeassistant/device/<base>_energy_home/config", "homeassistant/device/<base>_environment_<room>/config"] {
             #expect(doc.contains("`\(topic)`"), "\(topic) is not documented")
         }
         for request in GatewayController.requestNames {
             #expect(doc.contains("| `\(request)` |"), "bridge request \(request) is not documented")
         }
+        for event in GatewayController.eventTypes {
+            #expect(doc.contains("| `\(event)` |"), "event \(event) is not documented")
+        }
         for code in GatewayError.Code.allCases {
             #expect(doc.contains("`\(code.rawValue)`"), "error code \(code.rawValue) is not documented")
         }
+    }
+
+    /// Every `publishEvent("<type>"` in the sources is a listed (and so documented) event type.
+    @Test func everyPublishedEventTypeIsListed() throws {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources")
+        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        #expect(!files.isEmpty)
+        var found: Set<String> = []
+        for file in files {
+            let text = try String(contentsOfFile: sources.appendingPathComponent(file).path, encoding: .utf8)
+            var rest = text[...]
+            while let range = rest.range(of: "publishEvent(\"") {
+                let tail = rest[range.upperBound...]
+                if let end = tail.firstIndex(of: "\"") { found.insert(String(tail[..<end])) }
+                rest = tail
+            }
+        }
+        #expect(!found.isEmpty)
+        for event in found { #expect(GatewayController.eventTypes.contains(event), "event \(event) is published but not listed") }
     }
 }

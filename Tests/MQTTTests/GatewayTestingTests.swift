@@ -84,7 +84,7 @@ struct GatewayTestingTests {
         #expect(access(path, F_OK) != 0)
         #expect(try freeLoopbackPort() > 0)
         #expect(Fixtures.packageRoot().map { access("\($0)/Package.swift", F_OK) == 0 } == true)
-        #expect(Fixtures.path("awair", "devices.yaml").hasSuffix("shared/fixtures/awair/devices.yaml"))
+        #expect(Fixtures.path("awair", "devices.yaml").hasSuffix("Tests/Fixtures/awair/devices.yaml"))
         #expect(try Fixtures.data("awair", "devices.yaml").isEmpty == false)
         #expect(throws: TestSupportError.self) { try Fixtures.data("awair", "missing.yaml") }
     }

@@ -58,6 +58,7 @@ public enum ConfigLoader {
         reader.rejectUnknownKeys(in: mqttNode, at: "mqtt", allowed: [
             "url", "base_topic", "client_id", "version", "username", "password_file", "keepalive", "ca_file", "cert_file",
             "key_file", "retain_state", "max_payload_bytes", "reconnect_min_delay", "reconnect_max_delay",
+            "state_heartbeat", "response_topic_prefixes",
         ])
         if mqttNode?["password"] != nil {
             reader.problem("mqtt.password", "passwords are not read from the config file", fix: "use mqtt.password_file or the \(Environment.password) environment variable")
@@ -99,6 +100,22 @@ public enum ConfigLoader {
         if let limit = reader.number(mqttNode?["max_payload_bytes"], at: "mqtt.max_payload_bytes", range: 64...16_777_216) { mqtt.maxPayloadBytes = Int(limit) }
         if let delay = reader.number(mqttNode?["reconnect_min_delay"], at: "mqtt.reconnect_min_delay", range: 0.05...60) { mqtt.reconnectMinDelay = delay }
         if let delay = reader.number(mqttNode?["reconnect_max_delay"], at: "mqtt.reconnect_max_delay", range: 0.1...3600) { mqtt.reconnectMaxDelay = delay }
+        if let seconds = reader.number(mqttNode?["state_heartbeat"], at: "mqtt.state_heartbeat", range: 1...86_400) { mqtt.stateHeartbeat = seconds }
+        switch mqttNode?["response_topic_prefixes"] {
+        case .none, .null?: break
+        case .sequence(let items)?:
+            for (index, item) in items.enumerated() {
+                let at = "mqtt.response_topic_prefixes[\(index)]"
+                guard let prefix = reader.string(item, at: at) else { continue }
+                if prefix.isEmpty || prefix.contains("#") || prefix.contains("+") {
+                    reader.problem(at, "'\(prefix)' is not a usable topic prefix", fix: "use a plain prefix such as replies/")
+                } else {
+                    mqtt.responseTopicPrefixes.append(prefix)
+                }
+            }
+        case let other?:
+            reader.problem("mqtt.response_topic_prefixes", "expected a list, found \(other.kindName)", fix: "write e.g. [replies/, nodered/]")
+        }
 
         // homeassistant
         var ha = HomeAssistantSettings()
@@ -126,9 +143,18 @@ public enum ConfigLoader {
         // commands
         var commands = CommandSettings()
         if let commandsNode = reader.mapping(root["commands"], at: "commands") {
-            reader.rejectUnknownKeys(in: commandsNode, at: "commands", allowed: ["ttl", "security_ttl"])
+            reader.rejectUnknownKeys(in: commandsNode, at: "commands", allowed: [
+                "ttl", "security_ttl", "max_queued_per_device", "settle_window", "when_storage_fails",
+            ])
             if let ttl = reader.number(commandsNode["ttl"], at: "commands.ttl", range: 1...86_400) { commands.defaultTTL = ttl }
             if let ttl = reader.number(commandsNode["security_ttl"], at: "commands.security_ttl", range: 1...3600) { commands.securityTTL = ttl }
+            if let limit = reader.number(commandsNode["max_queued_per_device"], at: "commands.max_queued_per_device", range: 1...100_000) {
+                commands.maxQueuedPerDevice = Int(limit)
+            }
+            if let seconds = reader.number(commandsNode["settle_window"], at: "commands.settle_window", range: 0...3600) { commands.settleWindow = seconds }
+            if let policy = reader.oneOf(commandsNode["when_storage_fails"], at: "commands.when_storage_fails", ["refuse", "send"]) {
+                commands.whenStorageFails = CommandSettings.StorageFailurePolicy(rawValue: policy) ?? .refuse
+            }
         }
 
         let logLevel = reader.oneOf(root["log_level"], at: "log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"]) ?? "info"
@@ -155,8 +181,10 @@ public enum ConfigLoader {
                     }
                 }
                 let poll = reader.number(item["poll_interval"], at: "\(path).poll_interval", range: 0.05...86_400)
+                let maxDevices = reader.number(item["max_devices"], at: "\(path).max_devices", range: 1...1_000_000)
                 guard let type, let id else { continue }
                 var settings = VendorSettings(type: type, id: id, pollInterval: poll, options: item, path: path)
+                if let maxDevices { settings.maxDevices = Int(maxDevices) }
                 settings.baseDirectory = baseDirectory
                 VendorCatalog.validate(settings, reader: &reader, environment: environment, baseDirectory: baseDirectory)
                 vendors.append(settings)

@@ -44,6 +44,11 @@ public struct MQTTSettings: Sendable {
     public var maxPayloadBytes: Int = 65_536
     public var reconnectMinDelay: Double = 0.5
     public var reconnectMaxDelay: Double = 30
+    /// An unchanged device state is published again (to refresh `last_seen`) at most this often, in seconds.
+    public var stateHeartbeat: Double = 60
+    /// v5 Response Topics the gateway answers on. Empty: any topic outside `<base>/` and the Home Assistant
+    /// discovery prefix (and its status topic); otherwise only topics under one of these prefixes (still never those).
+    public var responseTopicPrefixes: [String] = []
 
     public init(url: String) { self.url = url }
 }
@@ -94,9 +99,23 @@ public struct RetentionSettings: Sendable, Equatable {
 
 /// How long a command may wait (outbox, vendor down) before it is dropped as `expired`.
 public struct CommandSettings: Sendable {
+    /// What to do with a command the outbox cannot store (disk full, broken cache).
+    public enum StorageFailurePolicy: String, Sendable {
+        /// Refuse it with `storage_unavailable` (default: an unstored command could run twice or be lost).
+        case refuse
+        /// Send it anyway, without the outbox's guarantees.
+        case send
+    }
+
     /// Locks, garage doors and covers: a late command is a dangerous command.
     public var securityTTL: Double = 10
     public var defaultTTL: Double = 300
+    /// Commands that may wait for one device; more are refused at once with `queue_full`.
+    public var maxQueuedPerDevice: Int = 256
+    /// How long the gateway keeps reading a device's state back to settle a command whose outcome is
+    /// unknown (a timeout after it was sent) before it gives up; newer commands for the device wait meanwhile.
+    public var settleWindow: Double = 60
+    public var whenStorageFails: StorageFailurePolicy = .refuse
 
     public init() {}
 
@@ -110,6 +129,8 @@ public struct VendorSettings: Sendable {
     public var type: String
     public var id: String
     public var pollInterval: Double?
+    /// Devices accepted from this vendor; a larger inventory is cut to this many (sorted by id) with an error.
+    public var maxDevices: Int = 5000
     public var options: ConfigNode
     /// Key path of this entry in the file (`vendors[1]`), for the vendor's own error messages.
     public var path: String

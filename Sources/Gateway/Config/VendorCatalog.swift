@@ -13,7 +13,7 @@ public enum VendorCatalog {
         let path = settings.path
         switch settings.type {
         case "demo":
-            reader.rejectUnknownKeys(in: settings.options, at: path, allowed: ["type", "id", "poll_interval", "devices", "seed"])
+            reader.rejectUnknownKeys(in: settings.options, at: path, allowed: ["type", "id", "poll_interval", "max_devices", "devices", "seed"])
             _ = reader.number(settings.options["devices"], at: "\(path).devices", range: 0...100_000)
             _ = reader.number(settings.options["seed"], at: "\(path).seed", range: 0...Double(UInt32.max))
         case "consciousness":
@@ -82,7 +82,7 @@ extension VendorCatalog {
         let path = settings.path
         let node = settings.options
         reader.rejectUnknownKeys(in: node, at: path, allowed: [
-            "type", "id", "poll_interval", "url", "username", "password", "password_file", "password_env", "timeout", "quota", "breaker",
+            "type", "id", "poll_interval", "max_devices", "url", "username", "password", "password_file", "password_env", "timeout", "quota", "breaker",
             "tls",
         ])
         let url = reader.string(node["url"], at: "\(path).url", required: true)

@@ -81,6 +81,9 @@ public final class EventInbox<Element: Sendable>: Sendable {
         waiter?.resume(returning: nil)
     }
 
+    /// Elements waiting now.
+    public var count: Int { state.withLock { $0.buffer.count } }
+
     /// How many elements were dropped so far.
     public var droppedCount: Int { state.withLock { $0.dropped } }
 }

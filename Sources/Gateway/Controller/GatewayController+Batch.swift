@@ -24,6 +24,8 @@ extension GatewayController {
         case done
         /// Run the command on its own.
         case single
+        /// The batch call may have carried it out (timeout after sending): settle it by reading back.
+        case unknown(GatewayError)
     }
 
     /// Registers a group before its items enter the outbox; returns its key.
@@ -85,6 +87,8 @@ extension GatewayController {
             case .success(let outcome)?:
                 await settleSucceeded(job, outcome)
                 resume.resume(returning: .done)
+            case .failure(let failure)? where failure.outcomeUnknown || failure.code == .vendorTimeout:
+                resume.resume(returning: .unknown(failure))
             case .failure(let failure)? where !failure.retryable:
                 await settleFailed(job, failure)
                 resume.resume(returning: .done)

@@ -79,6 +79,7 @@ extension GatewayController {
         }
         var jobs: [(index: Int, job: CommandJob)] = []
         var results: [Int: JSON] = [:]
+        let requestTag = UUID().uuidString
         for (index, item) in items.enumerated() {
             guard case .string(let rawID)? = item["device"], case .object(let set)? = item["set"] else {
                 results[index] = itemResult(nil, .invalidPayload("each item needs \"device\" and a \"set\" object"))
@@ -97,7 +98,9 @@ extension GatewayController {
                 let command = DeviceCommand(
                     id: UUID().uuidString.lowercased(), device: id, vendorID: device.vendorID, vendorDeviceID: device.vendorDeviceID,
                     changes: changes, issuedAt: issued, expiresAt: issued.addingTimeInterval(config.commands.ttl(for: device.type)))
-                jobs.append((index, CommandJob(command: command, reply: Reply())))
+                var job = CommandJob(command: command, reply: Reply())
+                job.requestTag = requestTag
+                jobs.append((index, job))
             }
         }
         groupForVendorCalls(&jobs)

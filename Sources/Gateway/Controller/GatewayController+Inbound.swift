@@ -25,7 +25,7 @@ extension GatewayController {
         case .request(let name):
             handleRequest(message, name: name)
         case .other:
-            break
+            noteRetained(message)
         }
     }
 
@@ -60,51 +60,6 @@ extension GatewayController {
         }
     }
 
-    /// Commands for one device run one at a time, in arrival order; devices run in parallel.
-    /// With a cache, every command is first stored in the outbox (one ordered intake, one
-    /// transaction per arrival group), so a command waiting behind another survives a kill -9 too.
-    func enqueue(_ job: CommandJob) {
-        enqueue([job])
-    }
-
-    func enqueue(_ jobs: [CommandJob]) {
-        guard persistence != nil, jobs.contains(where: { !$0.persisted }) else {
-            jobs.forEach(dispatchToLane)
-            return
-        }
-        if outboxIntake == nil {
-            let (stream, continuation) = AsyncStream.makeStream(of: [CommandJob].self)
-            outboxIntake = continuation
-            Task {
-                for await group in stream {
-                    await self.storeInOutbox(group)
-                }
-            }
-        }
-        outboxIntake?.yield(jobs)
-    }
-
-    /// Commands that may wait for one device; more are refused with `queue_full` rather than held without bound.
-    static let laneCapacity = 256
-
-    func dispatchToLane(_ job: CommandJob) {
-        let id = job.command.device
-        if let lane = commandLanes[id] {
-            if case .dropped = lane.yield(job) {
-                Task { await self.settleFailed(job, .queueFull(device: id.rawValue, limit: Self.laneCapacity)) }
-            }
-            return
-        }
-        let (stream, continuation) = AsyncStream.makeStream(of: CommandJob.self, bufferingPolicy: .bufferingOldest(Self.laneCapacity))
-        commandLanes[id] = continuation
-        continuation.yield(job)
-        Task {
-            for await job in stream {
-                await self.runCommand(job)
-            }
-        }
-    }
-
     func commandContext(_ command: DeviceCommand) -> JSON {
         ["command_id": .string(command.id), "changes": .object(command.changes.mapValues(JSON.init))]
     }
@@ -113,7 +68,8 @@ extension GatewayController {
     /// on the v5 response topic or bridge response when the sender gave one.
     func fail(_ error: GatewayError, device: DeviceID?, context: JSON, reply: Reply) {
         counters.commandsFailed += 1
-        logger.warning("command failed: \(error.code.rawValue): \(error.message)")
+        // A flood of bad messages must not flood the log too: one line per code and 10 s.
+        rateLimitedLog("command_failed." + error.code.rawValue, .warning, "command failed: \(error.code.rawValue): \(error.message)")
         var data: [String: JSON] = ["error": errorJSON(error)]
         if let device { data["device"] = .string(device.rawValue) }
         if case .object(let extra) = context { data.merge(extra) { current, _ in current } }
@@ -128,12 +84,18 @@ extension GatewayController {
     /// v5 response topics get `{"status":"ok"}` or `{"status":"error","error":{code,message,…}}`;
     /// bridge responses follow zigbee2mqtt: `{"status","data","error","transaction"}`.
     func respond(_ reply: Reply, status: String, data: JSON, error: GatewayError?) {
-        if let topic = reply.responseTopic, !topic.isEmpty, !topic.contains("#"), !topic.contains("+") {
-            var payload: [String: JSON] = ["status": .string(status)]
-            if let error { payload["error"] = errorJSON(error) }
-            if reply.bridgeResponse != nil || error == nil, case .object(let members) = data, !members.isEmpty { payload["data"] = data }
-            if let transaction = reply.transaction { payload["transaction"] = transaction }
-            transport.publish(topic, JSON.object(payload).render(), qos: 1, retain: false, correlationData: reply.correlationData)
+        if let topic = reply.responseTopic {
+            if let refusal = responseTopicRefusal(topic) {
+                counters.refusedResponses += 1
+                rateLimitedLog("response_topic_refused", .warning, refusal.message)
+                publishEvent("response_refused", ["response_topic": .string(GatewayError.clip(topic)), "error": errorJSON(refusal)])
+            } else {
+                var payload: [String: JSON] = ["status": .string(status)]
+                if let error { payload["error"] = errorJSON(error) }
+                if reply.bridgeResponse != nil || error == nil, case .object(let members) = data, !members.isEmpty { payload["data"] = data }
+                if let transaction = reply.transaction { payload["transaction"] = transaction }
+                transport.publish(topic, JSON.object(payload).render(), qos: 1, retain: false, correlationData: reply.correlationData)
+            }
         }
         if let topic = reply.bridgeResponse {
             var payload: [String: JSON] = ["status": .string(status), "data": error == nil ? data : [:]]
@@ -141,6 +103,32 @@ extension GatewayController {
             if let transaction = reply.transaction { payload["transaction"] = transaction }
             transport.publish(topic, JSON.object(payload).render(), qos: 1, retain: false)
         }
+    }
+
+    /// Longest response topic the gateway answers on.
+    static let maxResponseTopicBytes = 256
+
+    /// Why the gateway will not publish a reply on `topic`, or nil when it may. A requester must never make
+    /// the gateway write into its own namespace (`<base>/…`: bridge state, devices, availability) or into
+    /// Home Assistant's (discovery, `homeassistant/status`): with broker ACLs that would let a client that may
+    /// only send commands publish where it may not.
+    func responseTopicRefusal(_ topic: String) -> GatewayError? {
+        func refused(_ why: String) -> GatewayError {
+            GatewayError(.responseTopicRefused, message: "Not answering on response topic '\(GatewayError.clip(topic))': \(why).")
+        }
+        if topic.isEmpty { return refused("it is empty") }
+        if topic.utf8.count > Self.maxResponseTopicBytes { return refused("it is longer than \(Self.maxResponseTopicBytes) bytes") }
+        if topic.contains("#") || topic.contains("+") { return refused("it contains a wildcard") }
+        if topic.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { return refused("it contains control characters") }
+        let own = [topics.base + "/", config.homeAssistant.discoveryPrefix + "/", "homeassistant/"]
+        if topic == topics.base || topic == config.homeAssistant.statusTopic || own.contains(where: { topic.hasPrefix($0) }) {
+            return refused("it is inside the gateway's or Home Assistant's namespace")
+        }
+        let allowed = config.mqtt.responseTopicPrefixes
+        if !allowed.isEmpty, !allowed.contains(where: { topic.hasPrefix($0) }) {
+            return refused("it is not under one of mqtt.response_topic_prefixes (\(allowed.joined(separator: ", ")))")
+        }
+        return nil
     }
 
     // MARK: - /get
@@ -153,20 +141,78 @@ extension GatewayController {
         refresh(id, reply: reply)
     }
 
+    /// Refreshes, coalesced per device (per vendor when one vendor call reads all its devices): while one
+    /// runs, later requests wait for it; a new call starts no sooner than `minimumRefreshInterval` after the
+    /// previous one. 2,000 `/get`s in a second are a few vendor calls, not 2,000.
+    struct RefreshState {
+        var running = false
+        var scheduled = false
+        var lastStarted: Date?
+        /// The requests the next call answers.
+        var waiters: [(device: DeviceID, reply: Reply)] = []
+    }
+
+    static let minimumRefreshInterval: TimeInterval = 1
+    /// Requests that may wait for one refresh; more are refused with `queue_full`.
+    static let maxRefreshWaiters = 256
+
     func refresh(_ id: DeviceID, reply: Reply) {
         guard let device = devices[id], let vendor = vendors[device.vendorID] else {
             return fail(.unknownDevice(id.rawValue), device: nil, context: [:], reply: reply)
         }
+        let key = vendor.refreshesAllDevices ? "vendor:" + device.vendorID : "device:" + id.rawValue
+        var state = refreshes[key] ?? RefreshState()
+        guard state.waiters.count < Self.maxRefreshWaiters else {
+            return fail(GatewayError(.queueFull, message: "\(Self.maxRefreshWaiters) refreshes already wait for '\(id)'; this one was not queued.",
+                                     suggestion: "Wait for the running refresh; its fresh state is published on the device topic."),
+                        device: id, context: ["request": "refresh"], reply: reply)
+        }
+        state.waiters.append((id, reply))
+        refreshes[key] = state
+        scheduleRefresh(key)
+    }
+
+    private func scheduleRefresh(_ key: String) {
+        guard var state = refreshes[key], !state.running, !state.scheduled, !state.waiters.isEmpty else { return }
+        let wait = state.lastStarted.map { Self.minimumRefreshInterval - now().timeIntervalSince($0) } ?? 0
+        state.scheduled = true
+        refreshes[key] = state
+        let clock = self.clock
         Task {
+            if wait > 0 { try? await clock.sleep(for: .milliseconds(Int64(wait * 1000) + 1)) }
+            await self.runRefresh(key)
+        }
+    }
+
+    private func runRefresh(_ key: String) async {
+        guard var state = refreshes[key], let first = state.waiters.first?.device else { return }
+        let waiters = state.waiters
+        state = RefreshState(running: true, scheduled: false, lastStarted: now(), waiters: [])
+        refreshes[key] = state
+        var failure: GatewayError?
+        if let device = devices[first], let vendor = vendors[device.vendorID] {
             do {
-                try await vendor.refresh(id)
-                self.respond(reply, status: "ok", data: ["id": .string(id.rawValue)], error: nil)
+                try await vendor.refresh(first)
             } catch let error as GatewayError {
-                self.fail(error, device: id, context: ["request": "refresh"], reply: reply)
+                failure = error
             } catch {
-                self.fail(GatewayError(.internal, message: "\(error)"), device: id, context: ["request": "refresh"], reply: reply)
+                failure = GatewayError(.internal, message: "\(error)")
+            }
+        } else {
+            failure = .unknownDevice(first.rawValue)
+        }
+        for (id, reply) in waiters {
+            if let failure {
+                fail(failure, device: id, context: ["request": "refresh"], reply: reply)
+            } else if devices[id] == nil {
+                fail(.unknownDevice(id.rawValue), device: nil, context: ["request": "refresh"], reply: reply)
+            } else {
+                respond(reply, status: "ok", data: ["id": .string(id.rawValue)], error: nil)
             }
         }
+        // The entry stays (with its start time) so the minimum interval holds for the next request too.
+        refreshes[key]?.running = false
+        scheduleRefresh(key)
     }
 
     // MARK: - Home Assistant birth

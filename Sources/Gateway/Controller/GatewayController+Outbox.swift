@@ -6,32 +6,19 @@ import Logging
 /// The command outbox: every command is stored before it is sent, waits while its vendor is down,
 /// runs once on recovery (in order per device), and is dropped as `expired` after its TTL.
 extension GatewayController {
-    /// Stores arriving commands durably (one transaction for the group) before they join their lanes.
-    func storeInOutbox(_ jobs: [CommandJob]) async {
-        if let persistence {
-            let encoder = JSONEncoder()
-            let entries = jobs.filter { !$0.persisted }.compactMap { job -> OutboxEntry? in
-                let command = job.command
-                guard let json = try? String(decoding: encoder.encode(command), as: UTF8.self) else { return nil }
-                return OutboxEntry(id: command.id, vendorID: command.vendorID, deviceID: command.device.rawValue, json: json,
-                                   createdAt: command.issuedAt.timeIntervalSince1970, expiresAt: command.expiresAt.timeIntervalSince1970)
-            }
-            do {
-                _ = try await persistence.store.run { try $0.enqueue(entries) }
-            } catch {
-                logger.error("cannot store \(entries.count) command(s) in the outbox: \(error); sending anyway")
-            }
-        }
-        for var job in jobs {
-            job.persisted = true
-            dispatchToLane(job)
-        }
-    }
-
     /// Runs one command at the front of its device lane: with its batch group when it has one,
     /// otherwise (or for what the batch call left undone) on its own.
     func runCommand(_ job: CommandJob) async {
-        if job.batchGroup != nil, await joinBatch(job) == .done { return }
+        if isSuperseded(job) { return await settleFailed(job, .superseded(commandID: job.command.id)) }
+        if job.batchGroup != nil {
+            switch await joinBatch(job) {
+            case .done: return
+            case .single: break
+            case .unknown(let failure):
+                guard let vendor = vendors[job.command.vendorID] else { break }
+                if await settleUnknownOutcome(job, failure, vendor: vendor) { return }
+            }
+        }
         await attempt(job)
     }
 
@@ -39,11 +26,23 @@ extension GatewayController {
         guard let store = persistence?.store else { return }
         do {
             try await store.run(body)
+            storageSucceeded()
         } catch {
-            logger.error("outbox write failed: \(error)")
+            _ = storageFailed(error, doing: "update the outbox")
+            rateLimitedLog("outbox-write", .error, "outbox write failed: \(error)")
         }
     }
 
+    /// Outbox marks for a command that has a row (a command sent unstored under `when_storage_fails: send` has none).
+    func record(_ job: CommandJob, _ body: @escaping @Sendable (GatewayStore) throws -> Void) async {
+        guard job.persisted else { return }
+        await record(body)
+    }
+
+    /// Sends a command until it is carried out, refused, superseded or expired. A failure where the request
+    /// surely did not reach the vendor (vendor down, breaker open) waits and tries again; a failure after
+    /// which the command may have been carried out (a timeout after sending) is never re-sent blindly:
+    /// see `settleUnknownOutcome`.
     func attempt(_ job: CommandJob) async {
         let command = job.command
         let id = command.id
@@ -52,24 +51,93 @@ extension GatewayController {
             guard let vendor = vendors[command.vendorID], devices[command.device] != nil else {
                 return await settleFailed(job, .unknownDevice(command.device.rawValue))
             }
+            if isSuperseded(job) { return await settleFailed(job, .superseded(commandID: id)) }
             if now() > command.expiresAt {
                 return await settleFailed(job, .expired(commandID: id, expiredAt: command.expiresAt))
             }
-            await record { try $0.markSending(id: id) }
+            await record(job) { try $0.markSending(id: id) }
             do {
                 return await settleSucceeded(job, try await vendor.execute(command))
             } catch {
                 let failure = error as? GatewayError ?? GatewayError(.internal, message: "\(error)")
+                if failure.outcomeUnknown || failure.code == .vendorTimeout {
+                    if await settleUnknownOutcome(job, failure, vendor: vendor) { return }
+                    continue
+                }
                 // Includes a vendor refusing a command whose deadline passed while it was in flight.
                 guard failure.retryable else { return await settleFailed(job, failure) }
                 // The vendor is unhealthy: keep the command (and the ones behind it) waiting.
-                await record { try $0.requeue(id: id, error: failure.jsonText) }
+                await record(job) { try $0.requeue(id: id, error: failure.jsonText) }
                 let remaining = command.expiresAt.timeIntervalSince(now())
                 var wait = max(backoff, failure.retryAfter ?? .zero)
                 if remaining < wait.seconds { wait = .milliseconds(Int64(max(0, remaining) * 1000) + 10) }
-                logger.info("command \(id) waits for \(command.vendorID) (\(failure.code.rawValue)); next try in \(wait)")
+                logger.info("command \(id) waits for \(command.vendorID) (\(failure.code.rawValue)); next try in \(GatewayError.readable(wait))")
                 try? await clock.sleep(for: wait)
                 backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+
+    /// The command may or may not have been carried out (the vendor did not answer in time, but the request
+    /// was sent). Sending it again could run it twice, and an old copy still in flight could overtake a newer
+    /// command. So the device's state is read back, with growing pauses, for up to `commands.settle_window`;
+    /// newer commands for the device wait meanwhile (they are behind this one in its lane).
+    /// - The state shows the change: done (the outcome is the state read back).
+    /// - Not within the window: `superseded` when a newer command sets the same keys; otherwise re-sent once
+    ///   more only if it is idempotent and not for a lock, garage door or cover (returns false); else failed.
+    /// Returns true when the command is settled.
+    func settleUnknownOutcome(_ job: CommandJob, _ failure: GatewayError, vendor: any Vendor) async -> Bool {
+        let command = job.command
+        let window = Duration.milliseconds(Int64(max(0, config.commands.settleWindow) * 1000))
+        let started = now()
+        var pause = Duration.milliseconds(500)
+        logger.notice("command \(command.id) for \(command.device): \(failure.code.rawValue), its outcome is unknown; reading the state back instead of sending it again")
+        while true {
+            if let values = try? await vendor.readState(command.device), Self.stateShows(command.changes, in: values) {
+                logger.info("command \(command.id) for \(command.device) was carried out (state read back)")
+                await settleSucceeded(job, CommandOutcome(confirmed: values))
+                return true
+            }
+            let elapsed = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(started)) * 1000))
+            if elapsed >= window { break }
+            try? await clock.sleep(for: min(pause, window - elapsed))
+            pause = min(pause * 2, .seconds(8))
+        }
+        if isSuperseded(job) {
+            await settleFailed(job, .superseded(commandID: command.id))
+            return true
+        }
+        let critical = devices[command.device]?.type.isSecurityCritical ?? true
+        if !critical, now() < command.expiresAt {
+            logger.notice("command \(command.id) for \(command.device) did not show in the device's state within \(GatewayError.readable(window)); sending it again (switching is idempotent)")
+            return false
+        }
+        var unknown = failure
+        unknown.retryable = false
+        unknown.message = "\(failure.message) Whether command \(GatewayError.clip(command.id)) was carried out is unknown: the state read back within \(GatewayError.readable(window)) does not show it, and it is not sent again\(critical ? " (locks, garage doors and covers are never re-sent)" : "")."
+        unknown.suggestion = "Check the device, then send the command again if it is still wanted."
+        await settleFailed(job, unknown)
+        return true
+    }
+
+    /// True when `values` (read back from the vendor) show every change of a command.
+    static func stateShows(_ changes: [String: StateValue], in values: [String: StateValue]) -> Bool {
+        changes.allSatisfy { key, wanted in
+            guard let actual = values[key] else { return false }
+            switch (wanted, actual) {
+            case (.number(let a), .number(let b)): return abs(a - b) <= max(0.5, abs(a) * 0.01)
+            case (.bool(let a), .bool(let b)): return a == b
+            case (.string(let word), .string(let reported)):
+                let word = word.uppercased(), reported = reported.uppercased()
+                switch (key, word) {
+                case ("lock", "LOCK"): return reported == "LOCKED"
+                case ("lock", "UNLOCK"): return reported == "UNLOCKED"
+                case ("cover", "OPEN"): return reported == "OPEN"
+                case ("cover", "CLOSE"): return reported == "CLOSED"
+                case ("cover", "STOP"): return reported != "OPENING" && reported != "CLOSING"
+                default: return word == reported
+                }
+            default: return false
             }
         }
     }
@@ -82,7 +150,7 @@ extension GatewayController {
         applyConfirmed(outcome.confirmed, to: command.device)
         respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)
         let result = JSONText.object(outcome.confirmed)
-        await record { try $0.markAcked(id: id, resultJSON: result) }
+        await record(job) { try $0.markAcked(id: id, resultJSON: result) }
         job.completion?(nil)
     }
 
@@ -91,9 +159,9 @@ extension GatewayController {
         let command = job.command
         let id = command.id
         if failure.code == .expired {
-            await record { try $0.markExpired(id: id) }
+            await record(job) { try $0.markExpired(id: id) }
         } else {
-            await record { try $0.markFailed(id: id, error: failure.jsonText) }
+            await record(job) { try $0.markFailed(id: id, error: failure.jsonText) }
         }
         job.completion?(failure)
         fail(failure, device: command.device, context: commandContext(command), reply: job.reply)

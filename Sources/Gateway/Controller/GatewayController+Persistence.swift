@@ -18,7 +18,8 @@ extension GatewayController {
                 continue
             }
             store(device)
-            availability[device.id] = true
+            // Offline until its vendor answers: the cached values are shown (stale), not claimed live.
+            availability[device.id] = false
             if var state = snapshot.states[device.id] {
                 state.stale = true
                 states[device.id] = state

@@ -3,7 +3,16 @@ import GatewayModel
 
 extension GatewayController {
     /// The request names served on `<base>/bridge/request/<name>`.
-    public static let requestNames = ["info", "devices", "device/refresh", "health", "history", "batch"]
+    public static let requestNames = ["info", "devices", "device/refresh", "health", "history", "batch", "restart", "options"]
+
+    /// Every `type` published on `<base>/bridge/event` (documented in `mqtt-topics.md`; a test keeps them in step).
+    public static let eventTypes = [
+        "device_added", "device_removed", "command_failed", "vendor_state_changed", "response_refused",
+        "storage_state_changed", "inventory_truncated",
+    ]
+
+    /// The longest `transaction` echoed back (it is the requester's tag, not a payload).
+    static let maxTransactionBytes = 128
 
     /// zigbee2mqtt-style request/response: the answer goes to `<base>/bridge/response/<name>`
     /// and echoes the request's `transaction`.
@@ -34,7 +43,9 @@ extension GatewayController {
         }
         if let transaction = body["transaction"] {
             switch transaction {
-            case .string(let value): reply.transaction = .string(value)
+            case .string(let value) where value.utf8.count <= Self.maxTransactionBytes: reply.transaction = .string(value)
+            case .string:
+                return fail(.invalidPayload("\"transaction\" is longer than \(Self.maxTransactionBytes) bytes"), device: nil, context: context, reply: reply)
             case .number(let value): reply.transaction = .number(value)
             default: break
             }
@@ -58,6 +69,10 @@ extension GatewayController {
             history(body, reply: reply, context: context)
         case "batch":
             batch(body, reply: reply, context: context)
+        case "restart":
+            restartRequest(reply: reply, context: context)
+        case "options":
+            optionsRequest(body, reply: reply, context: context)
         default:
             fail(.unknownRequest(name), device: nil, context: context, reply: reply)
         }
@@ -65,7 +80,7 @@ extension GatewayController {
 
     func infoJSON() -> JSON {
         [
-            "version": .string(Self.version), "base_topic": .string(topics.base),
+            "version": .string(Self.version), "base_topic": .string(topics.base), "log_level": .string(currentLogLevel),
             "vendors": .array(config.vendors.map { ["id": .string($0.id), "type": .string($0.type)] }),
             "devices": .number(Double(devices.count)),
         ]
@@ -76,8 +91,13 @@ extension GatewayController {
         return [
             "uptime_s": .number(now().timeIntervalSince(startedAt).rounded()),
             "devices": ["total": .number(Double(devices.count)), "online": .number(Double(online))],
-            "commands": ["executed": .number(Double(counters.commandsExecuted)), "failed": .number(Double(counters.commandsFailed))],
-            "messages": ["inbound": .number(Double(counters.inboundMessages)), "states_published": .number(Double(counters.statesPublished))],
+            "commands": ["executed": .number(Double(counters.commandsExecuted)), "failed": .number(Double(counters.commandsFailed)),
+                         "refused": .number(Double(counters.commandsRefused))],
+            "messages": ["inbound": .number(Double(counters.inboundMessages)), "states_published": .number(Double(counters.statesPublished)),
+                         "counter_dips_held": .number(Double(counters.counterDipsHeld))],
+            "dropped": dropsJSON(drops),
+            "queues": queuesJSON(),
+            "storage": storageJSON(),
             "vendors": .array(vendors.keys.sorted().map { ["id": .string($0), "type": .string(vendorTypes[$0] ?? "")] }),
         ]
     }

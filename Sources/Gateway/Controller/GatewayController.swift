@@ -28,9 +28,32 @@ public actor GatewayController {
     /// What discovery was last published per device: its topics and a digest of the payloads
     /// (not the payloads themselves: kilobytes per device add up at 1,000 devices).
     var publishedDiscovery: [DeviceID: (topics: [String], digest: Int)] = [:]
-    var commandLanes: [DeviceID: AsyncStream<CommandJob>.Continuation] = [:]
-    /// Commands on their way into the outbox, in arrival order (see `enqueue`).
-    var outboxIntake: AsyncStream<[CommandJob]>.Continuation?
+    /// One bounded command lane per device (see `GatewayController+Lanes`).
+    var lanes: [DeviceID: CommandLane] = [:]
+    var commandSequence: UInt64 = 0
+    /// Admitted commands waiting for the outbox writer, in arrival order.
+    var storeQueue: [CommandJob] = []
+    var storing = false
+    /// `/get` and `device/refresh` requests, coalesced per device (see `refresh`).
+    var refreshes: [String: RefreshState] = [:]
+    /// Vendors that answered at least once since start: their devices may be announced online.
+    var answeredVendors: Set<String> = []
+    /// When each device's state was last published (unchanged states are re-sent only on the heartbeat).
+    var lastStatePublish: [DeviceID: Date] = [:]
+    /// Retained discovery/availability topics of devices the gateway published before but does not know
+    /// now (learned from the broker at start), by device id: cleared once their vendor's inventory lacks them.
+    var orphanCandidates: [DeviceID: Set<String>] = [:]
+    var sweepingRetained = false
+    var sweepDone = false
+    var eventInbox: EventInbox<VendorEvent>?
+    var lastReportedDrops = Drops()
+    var lastReportedStorageOK = true
+    var logLimits: [String: LogLimit] = [:]
+    var housekeepingStarted = false
+    /// Vendors whose inventory was cut to `max_devices` (reported once).
+    var cappedVendors: Set<String> = []
+    /// Vendors that delivered their device list since start (orphans of other vendors are kept until they do).
+    var inventoriedVendors: Set<String> = []
     /// Batch items of one vendor gathering at the front of their device lanes (see `joinBatch`).
     var batchGroups: [String: BatchGroup] = [:]
     var aggregatesPending = false
@@ -49,6 +72,7 @@ public actor GatewayController {
     var pendingWrites = WriteBatch()
     var dirtyStates: Set<DeviceID> = []
     var persistPending = false
+    var bridgeExtras = BridgeExtras()
 
     struct HotInfo {
         var stateTopic: String
@@ -57,6 +81,8 @@ public actor GatewayController {
         var room: String?
         var feedsEnergy: Bool
         var feedsEnvironment: Bool
+        /// Reports a counter (`total_increasing`): updates pass `guardCounters`.
+        var hasCounters: Bool
     }
 
     struct Counters {
@@ -64,6 +90,11 @@ public actor GatewayController {
         var commandsFailed = 0
         var statesPublished = 0
         var inboundMessages = 0
+        /// Commands refused before they were queued (`queue_full`, `storage_unavailable`).
+        var commandsRefused = 0
+        var refusedResponses = 0
+        /// Counter readings held back because they were lower than the last published (see `guardCounters`).
+        var counterDipsHeld = 0
     }
 
     struct CommandJob: Sendable {
@@ -75,6 +106,13 @@ public actor GatewayController {
         var completion: (@Sendable (GatewayError?) -> Void)?
         /// The batch group this command goes out with in one vendor call, if any.
         var batchGroup: String?
+        /// Admission order (see `isSuperseded`).
+        var sequence: UInt64 = 0
+        /// The batch request this command came in (items of one request never supersede each other:
+        /// the requester ordered them on purpose).
+        var requestTag: String?
+        /// Stored in the outbox (or no cache): its lane may run it.
+        var ready = false
     }
 
     /// Where to answer a command or request: the v5 response topic, and/or a bridge response.
@@ -103,6 +141,17 @@ public actor GatewayController {
     public func register(_ vendor: any Vendor) {
         vendors[vendor.instanceID] = vendor
         vendorTypes[vendor.instanceID] = vendor.typeName
+        // Vendors that integrate values themselves (counters) continue from the cache, never lower.
+        var lastKnown: [DeviceID: [String: StateValue]] = [:]
+        for (id, device) in devices where device.vendorID == vendor.instanceID {
+            if let values = states[id]?.values { lastKnown[id] = values }
+        }
+        if !lastKnown.isEmpty { vendor.restore(lastKnown: lastKnown) }
+    }
+
+    /// The vendor event inbox, so its drops and depth show in `health`.
+    public func attach(_ inbox: EventInbox<VendorEvent>) {
+        eventInbox = inbox
     }
 
     public var deviceIDs: [DeviceID] { devices.keys.sorted() }
@@ -119,13 +168,15 @@ public actor GatewayController {
         publishBridgeInfo()
         publishBridgeDevices()
         if config.homeAssistant.enabled {
-            let bridge = discovery.bridgeMessage()
-            transport.publish(bridge.topic, bridge.payload, qos: 1, retain: true)
+            publishGatewayDiscovery()
             for id in devices.keys.sorted() { publishDiscovery(id, force: true) }
         }
         for health in vendorHealth.values.sorted(by: { $0.vendorID < $1.vendorID }) { publishVendorHealth(health) }
         republishAllStates()
         publishAggregates()
+        startHousekeeping()
+        startRetainedSweep()
+        publishBridgeHealth(force: true)
         logger.info("connected to the broker; published \(devices.count) devices")
     }
 
@@ -146,9 +197,19 @@ public actor GatewayController {
     /// Drains vendor events inside the actor: each wake-up handles the whole backlog, with no hop per event.
     public func consume(_ inbox: EventInbox<VendorEvent>) async {
         while let events = await inbox.next() {
-            for event in events { handle(event) }
+            var handled = 0
+            for event in events {
+                handle(event)
+                handled += 1
+                // A large backlog is handled in slices: between them the actor takes commands and requests
+                // that arrived meanwhile, so telemetry never makes a command wait for the whole backlog.
+                if handled.isMultiple(of: Self.eventSlice) { await Task.yield() }
+            }
         }
     }
+
+    /// Vendor events handled before the actor lets waiting commands in.
+    static let eventSlice = 256
 
     public func handle(_ event: VendorEvent) {
         switch event {
@@ -159,21 +220,27 @@ public actor GatewayController {
                 logger.debug("state for unknown device \(id) ignored")
                 return
             }
+            answeredVendors.insert(info.vendorID)
+            var update = values
+            if info.hasCounters { guardCounters(id, &update) }
             // Merged in place: copying the state out and back would copy its dictionary on every update.
-            states[id, default: DeviceState()].merge(values, observedAt: observedAt)
+            let changed = states[id, default: DeviceState()].mergeReportingChange(update, observedAt: observedAt)
             if availability[id] != true, vendorHealth[info.vendorID]?.state != .down {
                 availability[id] = true
                 publishAvailability(id)
             }
+            // Unchanged values are not re-sent on every poll: only when the heartbeat refreshes `last_seen`.
+            if !changed, let last = lastStatePublish[id], now().timeIntervalSince(last) < config.mqtt.stateHeartbeat { return }
             publishState(id, info)
-            markAggregatesDirty(info)
+            if changed { markAggregatesDirty(info) }
             if persistence != nil {
-                Persistence.readings(for: id, values: values, at: observedAt, into: &pendingWrites.readings)
+                Persistence.readings(for: id, values: update, at: observedAt, into: &pendingWrites.readings)
                 dirtyStates.insert(id)
                 schedulePersist()
             }
         case .availability(let id, let online):
-            guard devices[id] != nil, availability[id] != online else { return }
+            guard let device = devices[id], availability[id] != online else { return }
+            answeredVendors.insert(device.vendorID)
             availability[id] = online
             publishAvailability(id)
         case .health(let health):
@@ -181,7 +248,10 @@ public actor GatewayController {
         }
     }
 
-    func applyInventory(vendorID: String, devices list: [Device]) {
+    func applyInventory(vendorID: String, devices reported: [Device]) {
+        answeredVendors.insert(vendorID)
+        inventoriedVendors.insert(vendorID)
+        let list = capped(reported, vendorID: vendorID)
         let incoming = Dictionary(list.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let existing = devices.values.filter { $0.vendorID == vendorID }
         var changed = false
@@ -205,6 +275,7 @@ public actor GatewayController {
             }
             if config.homeAssistant.enabled { publishDiscovery(device.id, force: false) }
         }
+        if !orphanCandidates.isEmpty { clearOrphans() }
         if changed {
             publishBridgeDevices()
             // The registry is what a restart recovers from (stale states, queued commands): write it now.
@@ -220,7 +291,7 @@ public actor GatewayController {
         if let room = device.roomSlug { roomMembers[room]?.remove(id) }
         states[id] = nil
         availability[id] = nil
-        commandLanes.removeValue(forKey: id)?.finish()
+        lastStatePublish[id] = nil
         if config.homeAssistant.enabled {
             for topic in discovery.clearTopics(for: device) { transport.publish(topic, "", qos: 1, retain: true) }
         }
@@ -259,6 +330,7 @@ public actor GatewayController {
         }
         transport.publish(info.stateTopic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
                           qos: 0, retain: config.mqtt.retainState)
+        lastStatePublish[id] = now()
         counters.statesPublished += 1
     }
 
@@ -269,7 +341,8 @@ public actor GatewayController {
         let info = HotInfo(
             stateTopic: topics.device(device.id), type: device.type, vendorID: device.vendorID, room: device.roomSlug,
             feedsEnergy: device.keys.contains(where: HomeViews.energyKeys.contains),
-            feedsEnvironment: device.keys.contains(where: HomeViews.environmentKeys.contains)
+            feedsEnvironment: device.keys.contains(where: HomeViews.environmentKeys.contains),
+            hasCounters: device.keys.contains { StateKeys.spec($0)?.series == .counter }
         )
         hot[device.id] = info
         if info.feedsEnergy { energyDevices.insert(device.id) } else { energyDevices.remove(device.id) }
@@ -307,13 +380,15 @@ public actor GatewayController {
         }
         let info: JSON = [
             "version": .string(Self.version),
-            "base_topic": .string(topics.base),
+            "base_topic": .string(topics.base), "log_level": .string(currentLogLevel),
             "started_at": .string(ISOTime.format(startedAt)),
             "mqtt": ["url": .string(ConfigLoader.redactURL(config.mqtt.url)), "version": .string(config.mqtt.version.rawValue),
                      "client_id": .string(config.mqtt.clientID), "retain_state": .bool(config.mqtt.retainState)],
             "homeassistant": ["enabled": .bool(config.homeAssistant.enabled), "discovery_prefix": .string(config.homeAssistant.discoveryPrefix),
                               "discovery_mode": .string(config.homeAssistant.mode.rawValue)],
             "vendors": .array(vendorsJSON),
+            "storage": storageJSON(),
+            "dropped": dropsJSON(drops),
         ]
         transport.publish(topics.bridgeInfo, info.render(), qos: 1, retain: true)
     }
@@ -390,15 +465,18 @@ public actor GatewayController {
         aggregatesPending = false
         if energyDirty {
             energyDirty = false
-            if let payload = HomeViews.energy(devices: devices(in: energyDevices), states: states) {
+            let energy = HomeViews.energy(devices: devices(in: energyDevices), states: states)
+            if let payload = energy {
                 transport.publish(topics.energyHome, payload.render(), qos: 0, retain: true)
             }
+            homeViewUpdated(.energy, payload: energy)
         }
         let rooms = dirtyRooms
         dirtyRooms.removeAll()
         for room in rooms.sorted() {
             let payload = HomeViews.environment(room: room, devices: devices(in: roomMembers[room] ?? []), states: states)
             transport.publish(topics.environment(room: room), payload?.render() ?? "", qos: 0, retain: true)
+            homeViewUpdated(.environment(room: room, name: room), payload: payload)
         }
     }
 

@@ -25,9 +25,28 @@ public protocol MessageTransport: Sendable {
     /// Publishes at QoS 1 and waits (bounded) for the broker's acknowledgement.
     func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool
     func subscribe(_ filters: [String])
+    func unsubscribe(_ filters: [String])
+    /// What the connection had to drop (reported in `health` and `bridge/info`).
+    var stats: TransportStats { get }
+}
+
+/// Drop counters of a transport.
+public struct TransportStats: Sendable, Equatable {
+    /// Inbound messages dropped because the gateway fell behind.
+    public var droppedInbound = 0
+    /// Publishes dropped while the broker could not be reached.
+    public var droppedOffline = 0
+
+    public init(droppedInbound: Int = 0, droppedOffline: Int = 0) {
+        self.droppedInbound = droppedInbound
+        self.droppedOffline = droppedOffline
+    }
 }
 
 extension MessageTransport {
+    public func unsubscribe(_ filters: [String]) {}
+    public var stats: TransportStats { TransportStats() }
+
     func publish(_ topic: String, _ payload: String, qos: Int = 0, retain: Bool = false) {
         publish(topic, payload, qos: qos, retain: retain, correlationData: nil)
     }

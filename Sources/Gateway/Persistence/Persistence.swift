@@ -2,6 +2,7 @@ import Cache
 import Foundation
 import GatewayModel
 import Logging
+import Synchronization
 
 /// One write-behind batch: everything the controller changed since the last flush.
 struct WriteBatch: Sendable {
@@ -20,12 +21,51 @@ struct CachedSnapshot: Sendable {
     var states: [DeviceID: DeviceState] = [:]
 }
 
+/// Whether the cache can be written, as `health` and `bridge/info` show it. Updated by every write
+/// (write-behind batches and outbox rows), read by the controller.
+public final class StorageHealth: Sendable {
+    public struct Snapshot: Sendable, Equatable {
+        public var ok = true
+        /// The latest failure (no secrets: paths and SQLite's reason only).
+        public var lastError: String?
+        public var since: Date?
+        /// Failed writes since start.
+        public var failures = 0
+    }
+
+    private let state = Mutex(Snapshot())
+
+    public init() {}
+
+    public var snapshot: Snapshot { state.withLock { $0 } }
+
+    public func recordSuccess() {
+        state.withLock { state in
+            guard !state.ok else { return }
+            state.ok = true
+            state.since = Date()
+        }
+    }
+
+    public func recordFailure(_ message: String) {
+        state.withLock { state in
+            if state.ok { state.since = Date() }
+            state.ok = false
+            state.lastError = message
+            state.failures += 1
+        }
+    }
+}
+
 /// The gateway's link to the SQLite cache. Writes are batched and done by one task off the
 /// controller's actor, so the publish path never waits on the disk; outbox writes are awaited
 /// (a command is durable before it is sent).
 public final class Persistence: Sendable {
     public let store: GatewayStore
     let logger: Logger
+    public let health = StorageHealth()
+    /// Failure log lines are rate-limited: a full disk fails every batch.
+    private let lastFailureLog = Mutex<Date?>(nil)
     private let continuation: AsyncStream<WriteBatch>.Continuation
     private let batches: AsyncStream<WriteBatch>
 
@@ -64,8 +104,16 @@ public final class Persistence: Sendable {
             if !batch.states.isEmpty { try store.saveStates(batch.states) }
             if !batch.readings.isEmpty { _ = try store.appendReadings(batch.readings) }
             for (vendor, json) in batch.health { try store.saveVendorHealth(vendorID: vendor, json: json) }
+            health.recordSuccess()
         } catch {
-            logger.error("cache write failed: \(error)")
+            health.recordFailure("cache write failed: \(error)")
+            let now = Date()
+            let due = lastFailureLog.withLock { last -> Bool in
+                guard last.map({ now.timeIntervalSince($0) >= 60 }) ?? true else { return false }
+                last = now
+                return true
+            }
+            if due { logger.error("cache write failed: \(error) (state and history are not being saved; logged at most once a minute)") }
         }
     }
 

@@ -27,6 +27,14 @@ public struct MQTTTransport: MessageTransport {
         try? client.subscribe(filters, qos: .atLeastOnce)
     }
 
+    public func unsubscribe(_ filters: [String]) {
+        try? client.unsubscribe(filters)
+    }
+
+    public var stats: TransportStats {
+        TransportStats(droppedInbound: client.droppedInboundMessages)
+    }
+
     /// Maps the gateway's settings to the client's, including the Last Will on `<base>/bridge/state`.
     public static func configuration(for config: GatewayConfig) throws -> MQTTConfiguration {
         var mqtt = try MQTTConfiguration(url: config.mqtt.url, clientID: config.mqtt.clientID)

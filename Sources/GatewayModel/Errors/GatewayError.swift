@@ -263,6 +263,13 @@ extension GatewayError {
         )
     }
 
+    public static func superseded(commandID: String) -> GatewayError {
+        GatewayError(
+            .superseded,
+            message: "Command \(clip(commandID)) was not carried out: a newer command sets the same keys of the device."
+        )
+    }
+
     public static func queueFull(device: String, limit: Int) -> GatewayError {
         GatewayError(.queueFull, message: "Device '\(clip(device))' already has \(limit) commands waiting; this one was not queued.")
     }

@@ -14,6 +14,13 @@ final class RecordingTransport: MessageTransport {
 
     private let log = Mutex<[Published]>([])
     private let subscribed = Mutex<[String]>([])
+    private let unsubscribed = Mutex<[String]>([])
+    private let droppedCounts = Mutex(TransportStats())
+
+    var stats: TransportStats { droppedCounts.withLock { $0 } }
+    func setStats(_ stats: TransportStats) { droppedCounts.withLock { $0 = stats } }
+    func unsubscribe(_ filters: [String]) { unsubscribed.withLock { $0.append(contentsOf: filters) } }
+    var unsubscriptions: [String] { unsubscribed.withLock { $0 } }
 
     func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?) {
         log.withLock { $0.append(Published(topic: topic, payload: payload, qos: qos, retain: retain, correlationData: correlationData)) }
