@@ -3,11 +3,7 @@
 // GatewayModel is compiled as its own module, CommandParser.swift is compiled with this file.
 // Every broken invariant is a fatalError, which libFuzzer reports as a crash with the input.
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
 import Foundation
-#endif
 import GatewayModel
 
 let lock = Device(vendorID: "demo", vendorDeviceID: "lock", name: "Lock", type: .lock, keys: ["lock", "battery"])
@@ -50,6 +46,10 @@ func checkJSON(_ bytes: [UInt8]) {
             violated("round trip changed the value (\(String(decoding: text.prefix(200), as: UTF8.self)))", bytes)
         }
         if String(validating: bytes, as: UTF8.self) == nil { violated("accepted bytes that are not UTF-8", bytes) }
+        // Vendor bodies go through JSONDecoder after this check: JSONValue's Decodable must read the same value.
+        if let decoded = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)), decoded != value {
+            violated("JSONDecoder read \(decoded), StrictJSON \(value)", bytes)
+        }
     case .failure(let error):
         if error.reason.isEmpty { violated("empty reason", bytes) }
         if error.byte < 1 || error.byte > bytes.count + 1 { violated("byte \(error.byte) outside the input", bytes) }
