@@ -43,14 +43,20 @@ public final class SecretRedactor: Sendable {
     static func forms(_ value: String) -> [String] {
         guard value.count >= minimumLength else { return [] }
         var forms: Set<String> = [value]
-        forms.insert(jsonEscaped(value))
+        // Inside JSON, and inside a JSON string that quotes a JSON body (pydantic's `input`); with and
+        // without `\/` (Foundation's encoder escapes slashes).
+        for inner in [false, true] {
+            let once = jsonEscaped(value, escapeSlash: inner)
+            forms.insert(once)
+            for outer in [false, true] { forms.insert(jsonEscaped(once, escapeSlash: outer)) }
+        }
         forms.insert(htmlEscaped(value))
         forms.insert(htmlEscaped(value).replacing("&#39;", with: "&#x27;"))
         forms.insert(percentEncoded(value))
         return Array(forms)
     }
 
-    static func jsonEscaped(_ value: String) -> String {
+    static func jsonEscaped(_ value: String, escapeSlash: Bool = false) -> String {
         var out = ""
         for scalar in value.unicodeScalars {
             switch scalar {
@@ -59,7 +65,7 @@ public final class SecretRedactor: Sendable {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case "/": out += "/"
+            case "/": out += escapeSlash ? "\\/" : "/"
             default:
                 if scalar.value < 0x20 {
                     let hex = String(scalar.value, radix: 16)

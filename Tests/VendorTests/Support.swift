@@ -55,9 +55,10 @@ struct Rig {
         quota: QuotaScheduler.Budgets? = nil, pollInterval: Duration = .seconds(30),
         breaker: CircuitBreaker.Settings = CircuitBreaker.Settings(window: .seconds(60), minimumCalls: 3, failureRatio: 0.5, openDuration: .seconds(30)),
         retry: RetryPolicy = .none, urlSuffix: String = "", temperatureUnit: ConsciousnessOptions.TemperatureUnit = .auto,
-        logger: Logger = Logger(label: "lbs-gateway.vendor"), prepare: (ConsciousnessSimulator) -> Void = { _ in }
+        logger: Logger = Logger(label: "lbs-gateway.vendor"), prepare: (ConsciousnessSimulator) -> Void = { _ in },
+        password: String? = nil
     ) async throws -> Rig {
-        let password = "pw-\(UUID().uuidString)"
+        let password = password ?? "pw-\(UUID().uuidString)"
         let simulator = ConsciousnessSimulator(configuration: .init(password: password, expiresIn: expiresIn))
         prepare(simulator)
         try await simulator.start()
