@@ -233,16 +233,28 @@ import Vendors
         #expect(rig.log.health.last?.lastError?.code == .authFailed)
     }
 
-    @Test func nextAttemptIsNeverInThePastOnceTheBreakerWaitPassed() async throws {
+    @Test func reopenedBreakerPublishesItsNewNextAttempt() async throws {
         let rig = try await Rig.start()
         defer { Task { await rig.stop() } }
         try await rig.vendor.poll()
-        rig.simulator.injectServerErrors(count: 100)
+        // The same 502 page every time: state, breaker and error stay the same, only next_attempt moves.
+        rig.simulator.inject(.htmlError, times: nil)
         for _ in 0..<3 { _ = await gatewayError { try await rig.vendor.poll() } }
         #expect(rig.vendor.http.breaker.state == .open)
-        #expect(rig.vendor.http.health.nextAttempt != nil)
-        rig.clock.advance(by: .seconds(60))
+        let first = try #require(rig.log.health.last?.nextAttempt)
+
+        // The probe fails: open again, for twice as long.
+        rig.clock.advance(by: .seconds(31))
+        _ = await gatewayError { try await rig.vendor.poll() }
+        #expect(rig.vendor.http.breaker.state == .open)
+        let published = try #require(rig.log.health.last)
+        #expect(published.state == .down && published.breaker == "open")
+        let second = try #require(published.nextAttempt)
+        #expect(second.timeIntervalSince(first) > 20, "next_attempt was not republished: \(first) -> \(second)")
+
+        // Once the wait has passed, health shows no next_attempt in the past.
+        rig.clock.advance(by: .seconds(120))
         let health = rig.vendor.http.health
-        #expect(health.nextAttempt.map { $0 >= Date().addingTimeInterval(-1) } ?? true, "next_attempt \(String(describing: health.nextAttempt)) is in the past")
+        #expect(health.nextAttempt.map { $0 >= Date().addingTimeInterval(-1) } ?? true)
     }
 }
