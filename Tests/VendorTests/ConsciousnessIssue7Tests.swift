@@ -17,11 +17,12 @@ import Vendors
     // MARK: Point 1: a command that may have been carried out is sent once
 
     @Test func commandThatTimesOutIsSentExactlyOnceAndSaysTheOutcomeIsUnknown() async throws {
-        let rig = try await Rig.start(timeout: .seconds(1), retry: Self.eagerRetry)
+        // 2 s leaves room for the first poll while the whole suite loads both cores.
+        let rig = try await Rig.start(timeout: .seconds(2), retry: Self.eagerRetry)
         defer { Task { await rig.stop() } }
         try await rig.vendor.poll()
 
-        rig.simulator.inject(.late(delay: .seconds(3)), times: 1, matching: FaultMatch(pathPrefix: "/api/v1/devices/lights-kitchen/control"))
+        rig.simulator.inject(.late(delay: .seconds(4)), times: 1, matching: FaultMatch(pathPrefix: "/api/v1/devices/lights-kitchen/control"))
         let error = try #require(await gatewayError { _ = try await rig.vendor.executeCommand(rig.command("lights-kitchen", ["state": .string("OFF")])) })
         #expect(error.code == .vendorTimeout)
         #expect(error.outcomeUnknown)
@@ -37,11 +38,11 @@ import Vendors
     }
 
     @Test func lateFaultReproducesSlowOffThenFastOnEndingOff() async throws {
-        let rig = try await Rig.start(timeout: .seconds(1))
+        let rig = try await Rig.start(timeout: .seconds(2))
         defer { Task { await rig.stop() } }
         try await rig.vendor.poll()
 
-        rig.simulator.inject(.late(delay: .seconds(2)), times: 1, matching: FaultMatch(pathPrefix: "/api/v1/devices/lights-kitchen/control"))
+        rig.simulator.inject(.late(delay: .seconds(3)), times: 1, matching: FaultMatch(pathPrefix: "/api/v1/devices/lights-kitchen/control"))
         let off = await gatewayError { _ = try await rig.vendor.executeCommand(rig.command("lights-kitchen", ["state": .string("OFF")])) }
         #expect(off?.outcomeUnknown == true)
         // The backend is fast again: ON is applied at once …
