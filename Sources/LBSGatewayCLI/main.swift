@@ -50,16 +50,15 @@ extension LBSGateway {
         func run() async throws {
             let config = try options.loadOrExit()
             let levelName = logLevel ?? config.logLevel
-            let level = Logger.Level(rawValue: levelName) ?? .info
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
-            }
+            // One shared level: `bridge/request/options` {"log_level":…} changes it at runtime.
+            let runtimeLevel = RuntimeLogLevel(Logger.Level(rawValue: levelName) ?? .info)
+            LoggingSystem.bootstrap { label in RuntimeLevelLogHandler(label: label, runtime: runtimeLevel) }
             let logger = Logger(label: "lbs-gateway")
+            let restart = GatewayRestart()
             let services: [any Service]
             do {
-                services = try GatewayService.services(config: config, logger: logger)
+                services = try GatewayService.services(
+                    config: config, logger: logger, controls: BridgeControls(logLevel: runtimeLevel, restart: { restart.request() }))
             } catch {
                 FileHandle.standardError.write(Data("lbs-gateway: cannot open storage.path: \(error)\n".utf8))
                 throw ExitCode(74)
@@ -69,11 +68,19 @@ extension LBSGateway {
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             ))
+            restart.onRequest { Task { await group.triggerGracefulShutdown() } }
             do {
                 try await group.run()
             } catch {
                 FileHandle.standardError.write(Data("lbs-gateway: \(error)\n".utf8))
                 throw ExitCode(1)
+            }
+            // `bridge/request/restart`: everything stopped cleanly above; start again as the same process.
+            if restart.requested {
+                logger.notice("restarting: \(CommandLine.arguments.joined(separator: " "))")
+                let reason = GatewayRestart.reexec()
+                FileHandle.standardError.write(Data("lbs-gateway: cannot restart (\(reason)); exiting so a supervisor can start it\n".utf8))
+                throw ExitCode(75)
             }
         }
     }

@@ -30,9 +30,92 @@ import Testing
         #expect(lightEntity["brightness_scale"] as? Int == 100)
         #expect(lightEntity["color_temp_kelvin"] as? Bool == true)
         #expect(lightEntity["command_topic"] as? String == "lbs/device/demo_light/set")
-        #expect(lightEntity["default_entity_id"] as? String == "light.demo_light_light")
-        #expect(lightEntity["object_id"] as? String == "demo_light_light")
+        #expect(lightEntity["default_entity_id"] as? String == "light.demo_light")
+        #expect(lightEntity["object_id"] as? String == "demo_light")
+        // unique_id unchanged: existing Home Assistant entities stay attached.
         #expect(lightEntity["unique_id"] as? String == "lbs_demo_light_light")
+    }
+
+    func components(_ discovery: HomeAssistantDiscovery, _ device: Device) throws -> [String: [String: Any]] {
+        try #require(try object(discovery.messages(for: device)[0].payload)["components"] as? [String: [String: Any]])
+    }
+
+    /// Issue 7 point 6: `light.demo_light_light` → `light.demo_light`; other entities keep `<device>_<key>`.
+    @Test func theMainEntityTakesTheDeviceIDAloneOthersKeepTheKey() throws {
+        let discovery = HomeAssistantDiscovery(topics: topics, mode: .device, version: "1.0")
+        let cases: [(Device, String, String)] = [
+            (Device(vendorID: "demo", vendorDeviceID: "light", name: "L", type: .light, keys: ["state", "brightness"]), "light", "light.demo_light"),
+            (Device(vendorID: "demo", vendorDeviceID: "lock", name: "L", type: .lock, keys: ["lock", "battery"]), "lock", "lock.demo_lock"),
+            (Device(vendorID: "demo", vendorDeviceID: "thermostat", name: "T", type: .thermostat,
+                    keys: ["temperature", "target_temperature", "hvac_mode"]), "climate", "climate.demo_thermostat"),
+            (Device(vendorID: "demo", vendorDeviceID: "plug", name: "P", type: .plug, keys: ["state", "power", "energy"]), "state", "switch.demo_plug"),
+            (Device(vendorID: "c", vendorDeviceID: "garage", name: "G", type: .garageDoor, keys: ["cover", "position"]), "cover", "cover.c_garage"),
+        ]
+        for (device, key, entityID) in cases {
+            let all = try components(discovery, device)
+            let main = try #require(all[key], "\(device.id) has no \(key) component")
+            #expect(main["default_entity_id"] as? String == entityID)
+            #expect(main["object_id"] as? String == String(entityID.split(separator: ".")[1]))
+            #expect(main["unique_id"] as? String == "lbs_\(device.id.rawValue)_\(key)")
+            // No other entity of the device claims the bare id.
+            let bare = all.values.filter { ($0["object_id"] as? String) == device.id.rawValue }
+            #expect(bare.count == 1, "\(device.id): \(bare.count) entities with the bare id")
+        }
+        let plug = try components(discovery, cases[3].0)
+        #expect(plug["power"]?["default_entity_id"] as? String == "sensor.demo_plug_power")
+        #expect(plug["power"]?["object_id"] as? String == "demo_plug_power")
+        #expect(plug["energy"]?["default_entity_id"] as? String == "sensor.demo_plug_energy")
+        let lock = try components(discovery, cases[1].0)
+        #expect(lock["battery"]?["default_entity_id"] as? String == "sensor.demo_lock_battery")
+        // A sensor-only device has no main entity: every entity keeps <device>_<key>.
+        let air = try components(discovery, Device(vendorID: "demo", vendorDeviceID: "air", name: "A", type: .airQuality, keys: ["temperature", "co2"]))
+        #expect(air["temperature"]?["default_entity_id"] as? String == "sensor.demo_air_temperature")
+    }
+
+    /// Issue 7 point 7: 44.628 % and 21.268 °C are shown with a sensible number of decimals.
+    @Test func everyNumericSensorHasADisplayPrecision() throws {
+        let discovery = HomeAssistantDiscovery(topics: topics, mode: .device, version: "1.0")
+        let numeric = StateKeys.all.filter { spec in
+            if case .number = spec.kind { return !spec.writable } else { return false }
+        }.map(\.name)
+        let device = Device(vendorID: "demo", vendorDeviceID: "all", name: "All", type: .sensor, keys: numeric)
+        let all = try components(discovery, device)
+        for key in numeric {
+            let entity = try #require(all[key], "no entity for \(key)")
+            #expect(entity["platform"] as? String == "sensor")
+            #expect(entity["suggested_display_precision"] is Int, "\(key) has no suggested_display_precision")
+        }
+        #expect(all["temperature"]?["suggested_display_precision"] as? Int == 1)
+        #expect(all["humidity"]?["suggested_display_precision"] as? Int == 0)
+        #expect(all["power"]?["suggested_display_precision"] as? Int == 0)
+        #expect(all["co2"]?["suggested_display_precision"] as? Int == 0)
+        #expect(all["solar_energy"]?["suggested_display_precision"] as? Int == 2)
+        #expect(all["last_seen"]?["suggested_display_precision"] == nil)
+    }
+
+    /// The `stale` flag and `last_seen` reach Home Assistant: attributes of the main entity and a diagnostic sensor.
+    @Test func staleAndLastSeenAreVisibleInHomeAssistant() throws {
+        let discovery = HomeAssistantDiscovery(topics: topics, mode: .device, version: "1.0")
+        let lock = Device(vendorID: "demo", vendorDeviceID: "lock", name: "L", type: .lock, keys: ["lock", "battery"])
+        let all = try components(discovery, lock)
+        let main = try #require(all["lock"])
+        #expect(main["json_attributes_topic"] as? String == "lbs/device/demo_lock")
+        let template = try #require(main["json_attributes_template"] as? String)
+        #expect(template.contains("value_json.stale") && template.contains("value_json.last_seen"))
+        let stale = try #require(all["stale"])
+        #expect(stale["platform"] as? String == "binary_sensor")
+        #expect(stale["entity_category"] as? String == "diagnostic")
+        #expect(stale["device_class"] as? String == "problem")
+        #expect((stale["value_template"] as? String)?.contains("value_json.stale") == true)
+        #expect(stale["unique_id"] as? String == "lbs_demo_lock_stale")
+    }
+
+    @Test func deviceInfoCarriesSoftwareVersionAndSerialNumber() throws {
+        let discovery = HomeAssistantDiscovery(topics: topics, mode: .device, version: "1.0")
+        let device = Device(vendorID: "demo", vendorDeviceID: "plug", name: "P", type: .plug, swVersion: "2.1", serialNumber: "SN-42", keys: ["state"])
+        let block = try #require(try object(discovery.messages(for: device)[0].payload)["device"] as? [String: Any])
+        #expect(block["sw_version"] as? String == "2.1")
+        #expect(block["serial_number"] as? String == "SN-42")
     }
 
     @Test func energyCountersAreTotalIncreasingKWhAndPowerIsMeasurement() throws {
@@ -81,5 +164,27 @@ import Testing
         #expect(discovery.clearTopics(for: plug).sorted() == topics.sorted())
         let energy = try object(try #require(discovery.messages(for: plug).first { $0.topic.hasSuffix("/energy/config") }).payload)
         #expect(energy["device"] != nil && energy["origin"] != nil && energy["platform"] == nil)
+    }
+
+    @Test func componentModeAnnouncesTheGatewayAndHomeViewsEntityByEntity() throws {
+        let discovery = HomeAssistantDiscovery(topics: topics, mode: .component, version: "1.0")
+        let bridge = discovery.bridgeMessages(vendorIDs: ["demo", "house"])
+        let bridgeTopics = Set(bridge.map(\.topic))
+        for topic in ["homeassistant/binary_sensor/lbs_bridge/connection_state/config", "homeassistant/button/lbs_bridge/restart/config",
+                      "homeassistant/select/lbs_bridge/log_level/config", "homeassistant/sensor/lbs_bridge/version/config",
+                      "homeassistant/sensor/lbs_bridge/commands_executed/config", "homeassistant/sensor/lbs_bridge/vendor_house/config"] {
+            #expect(bridgeTopics.contains(topic), "\(topic) missing")
+        }
+        for message in bridge {
+            let config = try object(message.payload)
+            #expect(config["device"] != nil && config["origin"] != nil && config["platform"] == nil)
+        }
+        let keys = ["grid_import_energy", "solar_power"]
+        let views = discovery.homeViewMessages(.energy, keys: keys)
+        #expect(views.map(\.topic).sorted() == discovery.homeViewClearTopics(.energy, keys: keys).sorted())
+        let counter = try object(try #require(views.first { $0.topic == "homeassistant/sensor/lbs_energy_home/grid_import_energy/config" }).payload)
+        #expect(counter["state_topic"] as? String == "lbs/energy/home")
+        #expect(counter["state_class"] as? String == "total_increasing")
+        #expect(counter["unique_id"] as? String == "lbs_energy_home_grid_import_energy")
     }
 }

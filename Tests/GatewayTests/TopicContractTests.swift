@@ -31,12 +31,13 @@ import Testing
         let topics = Topics(base: "<base>")
         let id = try #require(DeviceID(validating: "device_id"))
         let used = [
-            topics.bridgeState, topics.bridgeInfo, topics.bridgeDevices, topics.bridgeEvent,
+            topics.bridgeState, topics.bridgeInfo, topics.bridgeDevices, topics.bridgeEvent, topics.bridgeHealth,
             topics.bridgeRequest("<name>"), topics.bridgeResponse("<name>"),
             topics.device(id), topics.availability(id), topics.set(id), topics.set(id, key: "<key>"), topics.get(id),
             topics.energyHome, topics.environment(room: "<room>"),
         ].map { $0.replacingOccurrences(of: "device_id", with: "<device_id>") }
-        for topic in used + ["homeassistant/status", "homeassistant/device/<base>_<device_id>/config"] {
+        for topic in used + ["homeassistant/status", "homeassistant/device/<base>_<device_id>/config", "homeassistant/device/<base>_bridge/config",
+                             "homeassistant/device/<base>_energy_home/config", "homeassistant/device/<base>_environment_<room>/config"] {
             #expect(doc.contains("`\(topic)`"), "\(topic) is not documented")
         }
         for request in GatewayController.requestNames {

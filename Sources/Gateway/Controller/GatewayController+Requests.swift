@@ -3,7 +3,7 @@ import GatewayModel
 
 extension GatewayController {
     /// The request names served on `<base>/bridge/request/<name>`.
-    public static let requestNames = ["info", "devices", "device/refresh", "health", "history", "batch"]
+    public static let requestNames = ["info", "devices", "device/refresh", "health", "history", "batch", "restart", "options"]
 
     /// Every `type` published on `<base>/bridge/event` (documented in `mqtt-topics.md`; a test keeps them in step).
     public static let eventTypes = [
@@ -69,6 +69,10 @@ extension GatewayController {
             history(body, reply: reply, context: context)
         case "batch":
             batch(body, reply: reply, context: context)
+        case "restart":
+            restartRequest(reply: reply, context: context)
+        case "options":
+            optionsRequest(body, reply: reply, context: context)
         default:
             fail(.unknownRequest(name), device: nil, context: context, reply: reply)
         }
@@ -76,7 +80,7 @@ extension GatewayController {
 
     func infoJSON() -> JSON {
         [
-            "version": .string(Self.version), "base_topic": .string(topics.base),
+            "version": .string(Self.version), "base_topic": .string(topics.base), "log_level": .string(currentLogLevel),
             "vendors": .array(config.vendors.map { ["id": .string($0.id), "type": .string($0.type)] }),
             "devices": .number(Double(devices.count)),
         ]

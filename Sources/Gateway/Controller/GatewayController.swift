@@ -72,6 +72,7 @@ public actor GatewayController {
     var pendingWrites = WriteBatch()
     var dirtyStates: Set<DeviceID> = []
     var persistPending = false
+    var bridgeExtras = BridgeExtras()
 
     struct HotInfo {
         var stateTopic: String
@@ -167,8 +168,7 @@ public actor GatewayController {
         publishBridgeInfo()
         publishBridgeDevices()
         if config.homeAssistant.enabled {
-            let bridge = discovery.bridgeMessage()
-            transport.publish(bridge.topic, bridge.payload, qos: 1, retain: true)
+            publishGatewayDiscovery()
             for id in devices.keys.sorted() { publishDiscovery(id, force: true) }
         }
         for health in vendorHealth.values.sorted(by: { $0.vendorID < $1.vendorID }) { publishVendorHealth(health) }
@@ -176,6 +176,7 @@ public actor GatewayController {
         publishAggregates()
         startHousekeeping()
         startRetainedSweep()
+        publishBridgeHealth(force: true)
         logger.info("connected to the broker; published \(devices.count) devices")
     }
 
@@ -196,9 +197,19 @@ public actor GatewayController {
     /// Drains vendor events inside the actor: each wake-up handles the whole backlog, with no hop per event.
     public func consume(_ inbox: EventInbox<VendorEvent>) async {
         while let events = await inbox.next() {
-            for event in events { handle(event) }
+            var handled = 0
+            for event in events {
+                handle(event)
+                handled += 1
+                // A large backlog is handled in slices: between them the actor takes commands and requests
+                // that arrived meanwhile, so telemetry never makes a command wait for the whole backlog.
+                if handled.isMultiple(of: Self.eventSlice) { await Task.yield() }
+            }
         }
     }
+
+    /// Vendor events handled before the actor lets waiting commands in.
+    static let eventSlice = 256
 
     public func handle(_ event: VendorEvent) {
         switch event {
@@ -369,7 +380,7 @@ public actor GatewayController {
         }
         let info: JSON = [
             "version": .string(Self.version),
-            "base_topic": .string(topics.base),
+            "base_topic": .string(topics.base), "log_level": .string(currentLogLevel),
             "started_at": .string(ISOTime.format(startedAt)),
             "mqtt": ["url": .string(ConfigLoader.redactURL(config.mqtt.url)), "version": .string(config.mqtt.version.rawValue),
                      "client_id": .string(config.mqtt.clientID), "retain_state": .bool(config.mqtt.retainState)],
@@ -454,15 +465,18 @@ public actor GatewayController {
         aggregatesPending = false
         if energyDirty {
             energyDirty = false
-            if let payload = HomeViews.energy(devices: devices(in: energyDevices), states: states) {
+            let energy = HomeViews.energy(devices: devices(in: energyDevices), states: states)
+            if let payload = energy {
                 transport.publish(topics.energyHome, payload.render(), qos: 0, retain: true)
             }
+            homeViewUpdated(.energy, payload: energy)
         }
         let rooms = dirtyRooms
         dirtyRooms.removeAll()
         for room in rooms.sorted() {
             let payload = HomeViews.environment(room: room, devices: devices(in: roomMembers[room] ?? []), states: states)
             transport.publish(topics.environment(room: room), payload?.render() ?? "", qos: 0, retain: true)
+            homeViewUpdated(.environment(room: room, name: room), payload: payload)
         }
     }
 

@@ -35,6 +35,7 @@ public struct HomeAssistantDiscovery: Sendable {
             "manufacturer": .optional(device.manufacturer),
             "model": .optional(device.model),
             "sw_version": .optional(device.swVersion),
+            "serial_number": .optional(device.serialNumber),
             "suggested_area": .optional(device.room),
             "via_device": .string(bridgeIdentifier),
         ]).compacted
@@ -76,31 +77,6 @@ public struct HomeAssistantDiscovery: Sendable {
         }
     }
 
-    /// The gateway itself as a device, with a connectivity sensor fed by `<base>/bridge/state`.
-    public func bridgeMessage() -> Message {
-        let device: JSON = ["identifiers": [.string(bridgeIdentifier)], "name": "LBS Gateway", "manufacturer": "lbs-gateway",
-                            "model": "MQTT edge gateway", "sw_version": .string(version)]
-        let sensor: [String: JSON] = [
-            "platform": "binary_sensor", "name": "Connection state", "device_class": "connectivity",
-            "entity_category": "diagnostic", "state_topic": .string(topics.bridgeState),
-            "value_template": "{{ value_json.state }}", "payload_on": "online", "payload_off": "offline",
-            "unique_id": .string(bridgeIdentifier + "_connection_state"),
-            "object_id": .string(bridgeIdentifier + "_connection_state"),
-            "default_entity_id": .string("binary_sensor." + bridgeIdentifier + "_connection_state"),
-        ]
-        switch mode {
-        case .device:
-            let payload: JSON = ["device": device, "origin": origin, "components": ["connection_state": .object(sensor)]]
-            return Message(topic: "\(topics.discoveryPrefix)/device/\(bridgeIdentifier)/config", payload: payload.render())
-        case .component:
-            var config = sensor
-            config.removeValue(forKey: "platform")
-            config["device"] = device
-            config["origin"] = origin
-            return Message(topic: "\(topics.discoveryPrefix)/binary_sensor/\(bridgeIdentifier)/connection_state/config", payload: JSON.object(config).render())
-        }
-    }
-
     func deviceTopic(_ id: DeviceID) -> String { "\(topics.discoveryPrefix)/device/\(objectID(id))/config" }
 
     func componentTopic(_ platform: String, _ id: DeviceID, _ key: String) -> String {
@@ -121,18 +97,28 @@ public struct HomeAssistantDiscovery: Sendable {
         var result: [Component] = []
         var covered: Set<String> = []
 
-        func identity(_ key: String, platform: String, name: JSON) -> [String: JSON] {
+        // The device's main entity (light, switch, lock, cover, climate: `name: null`) takes the device id
+        // alone as its entity id (`light.demo_light`), as zigbee2mqtt does; only the first one, so two main
+        // entities never ask for the same id. unique_id keeps `<base>_<device>_<key>`: changing it would
+        // orphan the entities users already have (their registry keeps the entity ids they have today).
+        var mainTaken = false
+        func identity(_ key: String, platform: String, name: JSON, main: Bool = false) -> [String: JSON] {
             let unique = objectID(id) + "_" + key
-            return [
+            let bare = main && !mainTaken
+            if bare { mainTaken = true }
+            let object = bare ? id.rawValue : id.rawValue + "_" + key
+            var config: [String: JSON] = [
                 "platform": .string(platform), "unique_id": .string(unique), "name": name,
-                "object_id": .string(id.rawValue + "_" + key),
-                "default_entity_id": .string("\(platform).\(id.rawValue)_\(key)"),
+                "object_id": .string(object), "default_entity_id": .string("\(platform).\(object)"),
             ]
+            // `stale` and `last_seen` as attributes of the main entity: visible without opening diagnostics.
+            if bare { config.merge(staleAttributes(id), uniquingKeysWith: { $1 }) }
+            return config
         }
 
         if keys.contains("state") {
             if device.type == .light {
-                var config = identity("light", platform: "light", name: .null)
+                var config = identity("light", platform: "light", name: .null, main: true)
                 config["schema"] = "json"
                 config["command_topic"] = .string(topics.set(id))
                 config["state_topic"] = .string(topics.device(id))
@@ -158,7 +144,7 @@ public struct HomeAssistantDiscovery: Sendable {
                 result.append(Component(key: "light", platform: "light", config: config))
                 covered.formUnion(["state", "brightness", "color_temp_kelvin"])
             } else {
-                var config = identity("state", platform: "switch", name: .null)
+                var config = identity("state", platform: "switch", name: .null, main: true)
                 config["command_topic"] = .string(topics.set(id, key: "state"))
                 config["value_template"] = "{{ value_json.state }}"
                 config["payload_on"] = "ON"
@@ -169,7 +155,7 @@ public struct HomeAssistantDiscovery: Sendable {
             }
         }
         if keys.contains("lock") {
-            var config = identity("lock", platform: "lock", name: .null)
+            var config = identity("lock", platform: "lock", name: .null, main: true)
             config["command_topic"] = .string(topics.set(id, key: "lock"))
             config["value_template"] = "{{ value_json.lock }}"
             config["payload_lock"] = "LOCK"
@@ -183,7 +169,7 @@ public struct HomeAssistantDiscovery: Sendable {
             covered.insert("lock")
         }
         if keys.contains("cover") || keys.contains("position") {
-            var config = identity("cover", platform: "cover", name: .null)
+            var config = identity("cover", platform: "cover", name: .null, main: true)
             if device.type == .garageDoor { config["device_class"] = "garage" }
             if keys.contains("cover") {
                 config["command_topic"] = .string(topics.set(id, key: "cover"))
@@ -206,7 +192,7 @@ public struct HomeAssistantDiscovery: Sendable {
             covered.formUnion(["cover", "position"])
         }
         if keys.contains("target_temperature") || keys.contains("hvac_mode") {
-            var config = identity("climate", platform: "climate", name: .null)
+            var config = identity("climate", platform: "climate", name: .null, main: true)
             let state = JSON.string(topics.device(id))
             config["temperature_unit"] = "C"
             config["precision"] = 0.1
@@ -252,10 +238,18 @@ public struct HomeAssistantDiscovery: Sendable {
                 if let unit = spec.unit { config["unit_of_measurement"] = .string(unit) }
                 if let deviceClass = mapping.deviceClass { config["device_class"] = .string(deviceClass) }
                 if let stateClass = mapping.stateClass { config["state_class"] = .string(stateClass) }
+                if let precision = SensorMapping.precision(spec) { config["suggested_display_precision"] = .number(Double(precision)) }
                 if key == "battery" { config["entity_category"] = "diagnostic" }
                 result.append(Component(key: key, platform: "sensor", config: config))
             }
         }
+        // A diagnostic "Stale" problem sensor: ON while the values come from the cache, not the vendor.
+        var stale = identity("stale", platform: "binary_sensor", name: "Stale")
+        stale["value_template"] = "{{ 'ON' if value_json.stale | default(false) else 'OFF' }}"
+        stale["device_class"] = "problem"
+        stale["entity_category"] = "diagnostic"
+        stale.merge(staleAttributes(id), uniquingKeysWith: { $1 })
+        result.append(Component(key: "stale", platform: "binary_sensor", config: stale))
         var lastSeen = identity("last_seen", platform: "sensor", name: "Last seen")
         lastSeen["value_template"] = "{{ value_json.last_seen }}"
         lastSeen["device_class"] = "timestamp"
@@ -284,6 +278,24 @@ enum SensorMapping {
         "battery_level": "battery", "battery": "battery",
         "water_flow": "volume_flow_rate", "water_volume": "water", "gas_volume": "gas",
     ]
+
+    /// `suggested_display_precision` per key: what a reading is worth showing (vendors send 44.628 %).
+    static let precisions: [String: Int] = [
+        "temperature": 1, "target_temperature": 1, "humidity": 0, "co2": 0, "voc": 0, "voc_ppb": 0,
+        "pm25": 0, "pm10": 0, "illuminance": 0,
+        "power": 0, "solar_power": 0, "grid_power": 0, "battery_power": 0, "home_power": 0,
+        "energy": 2, "solar_energy": 2, "grid_import_energy": 2, "grid_export_energy": 2,
+        "battery_charge_energy": 2, "battery_discharge_energy": 2, "home_energy": 2,
+        "battery_level": 0, "battery": 0, "water_flow": 1, "water_volume": 0, "gas_volume": 2,
+        "brightness": 0, "color_temp_kelvin": 0, "position": 0,
+        "awareness_level": 0, "arousal": 2, "valence": 2,
+    ]
+
+    /// Every numeric key gets a precision; one without an entry in the table shows one decimal.
+    static func precision(_ spec: KeySpec) -> Int? {
+        guard case .number = spec.kind else { return nil }
+        return precisions[spec.name] ?? 1
+    }
 
     static func `for`(_ spec: KeySpec) -> Entry {
         let stateClass: String? = switch spec.series {

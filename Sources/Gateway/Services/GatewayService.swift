@@ -11,27 +11,31 @@ public struct GatewayService: Service {
     let config: GatewayConfig
     let logger: Logger
     let persistence: Persistence?
+    let controls: BridgeControls?
 
-    public init(config: GatewayConfig, logger: Logger, persistence: Persistence? = nil) {
+    public init(config: GatewayConfig, logger: Logger, persistence: Persistence? = nil, controls: BridgeControls? = nil) {
         self.config = config
         self.logger = logger
         self.persistence = persistence
+        self.controls = controls
     }
 
     /// The services of a configured gateway, in start order (shutdown runs in reverse).
-    public static func services(config: GatewayConfig, logger: Logger) throws -> [any Service] {
+    /// `controls`: the runtime log level and the restart of the `lbs-gateway` process (`bridge/request/options`, `restart`).
+    public static func services(config: GatewayConfig, logger: Logger, controls: BridgeControls? = nil) throws -> [any Service] {
         // Also refuse a programmatically built config that `ConfigLoader` would have refused.
         let problems = VendorCatalog.crossCheck(config)
         if !problems.isEmpty { throw ConfigLoader.Failure(problems: problems) }
-        guard let storage = config.storage else { return [GatewayService(config: config, logger: logger)] }
+        guard let storage = config.storage else { return [GatewayService(config: config, logger: logger, controls: controls)] }
         let persistence = try Persistence(path: storage.path, logger: logger)
-        return [PersistenceService(persistence: persistence, retention: storage.retention), GatewayService(config: config, logger: logger, persistence: persistence)]
+        return [PersistenceService(persistence: persistence, retention: storage.retention), GatewayService(config: config, logger: logger, persistence: persistence, controls: controls)]
     }
 
     public func run() async throws {
         let client = try MQTTClient(configuration: MQTTTransport.configuration(for: config))
         let transport = MQTTTransport(client: client)
         let controller = GatewayController(config: config, transport: transport, logger: logger, persistence: persistence)
+        if let controls { await controller.configureBridge(controls) }
         // Cached devices and states go out (flagged stale) on the first connect, before any vendor answers.
         await controller.restoreFromCache()
         let events = EventInbox<VendorEvent>(capacity: 100_000)
@@ -66,6 +70,7 @@ public struct GatewayService: Service {
                 }
             }
             group.addTask { await controller.consume(events) }
+            group.addTask { await controller.runBridgeHealth() }
             for vendor in vendors {
                 group.addTask { await Self.keepRunning(vendor, logger: logger) }
             }

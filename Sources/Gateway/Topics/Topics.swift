@@ -17,6 +17,7 @@ public struct Topics: Sendable {
     public var bridgeInfo: String { "\(base)/bridge/info" }
     public var bridgeDevices: String { "\(base)/bridge/devices" }
     public var bridgeEvent: String { "\(base)/bridge/event" }
+    public var bridgeHealth: String { "\(base)/bridge/health" }
     public func bridgeRequest(_ name: String) -> String { "\(base)/bridge/request/\(name)" }
     public func bridgeResponse(_ name: String) -> String { "\(base)/bridge/response/\(name)" }
     public func vendor(_ id: String) -> String { "\(base)/bridge/vendors/\(id)" }

@@ -12,13 +12,16 @@ public struct DemoOptions: Sendable, Hashable {
     public var pollInterval: Duration
     /// Extra simulated devices for load tests (`devices: N`).
     public var extraDevices: Int
-    /// Seed for the drift; the same seed gives the same readings.
+    /// Seed for the drift; the same seed (and start time) gives the same readings.
     public var seed: UInt64
+    /// The time zone whose time of day the sun and the home load follow (the machine's by default).
+    public var timeZone: TimeZone
 
-    public init(pollInterval: Duration = .seconds(5), extraDevices: Int = 0, seed: UInt64 = 0x1b5) {
+    public init(pollInterval: Duration = .seconds(5), extraDevices: Int = 0, seed: UInt64 = 0x1b5, timeZone: TimeZone = .current) {
         self.pollInterval = pollInterval
         self.extraDevices = extraDevices
         self.seed = seed
+        self.timeZone = timeZone
     }
 }
 
@@ -43,10 +46,19 @@ public final class DemoVendor: Vendor {
         self.sink = sink
         self.clock = clock
         self.now = now
-        self.world = Mutex(DemoWorld(instanceID: instanceID, extraDevices: options.extraDevices, seed: options.seed, start: now()))
+        self.world = Mutex(DemoWorld(instanceID: instanceID, extraDevices: options.extraDevices, seed: options.seed, start: now(), timeZone: options.timeZone))
     }
 
     public var devices: [Device] { world.withLock { $0.devices } }
+
+    /// Energy counters and the battery level continue from the cache instead of restarting lower
+    /// (Home Assistant reads a lower `total_increasing` value as a meter reset).
+    public func restore(lastKnown states: [DeviceID: [String: StateValue]]) {
+        world.withLock { $0.restore(states) }
+    }
+
+    /// The current readings of every device (tests, benchmarks).
+    public func snapshot() -> [DeviceID: [String: StateValue]] { world.withLock { $0.snapshot() } }
 
     public func run() async throws {
         let (devices, states) = world.withLock { ($0.devices, $0.snapshot()) }
