@@ -92,7 +92,8 @@ let package = Package(
         .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
         .testTarget(
             name: "VendorTests",
-            dependencies: ["Vendors", "ConsciousnessSimulator", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP"],
+            dependencies: ["Vendors", "ConsciousnessSimulator", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .testTarget(

@@ -3,6 +3,9 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import GRDB
 import Synchronization
 
@@ -56,8 +59,11 @@ public final class GatewayStore: Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
         }
+        Self.restrictPermissions(path)
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
+            // SQLite gives -wal and -shm the main file's mode; fix ones an older release left readable.
+            Self.restrictPermissions(path)
         } catch {
             throw CacheError.wrap(error, "cannot open database at \(path)", as: .openFailed)
         }
@@ -312,5 +318,18 @@ public final class GatewayStore: Sendable {
     func read<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
         try ensureOpen(context)
         do { return try pool.read(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
+    }
+}
+
+extension GatewayStore {
+    /// The cache holds vendor health and command payloads: only the gateway's user may read it. Creates the
+    /// file 0600 before SQLite does (SQLite then gives -wal/-shm the same mode) and narrows existing files.
+    static func restrictPermissions(_ path: String) {
+        guard path != ":memory:", !path.hasPrefix("file:") else { return }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { _ = Glibc.close(descriptor) }
+        for file in [path, path + "-wal", path + "-shm"] {
+            _ = chmod(file, 0o600)
+        }
     }
 }

@@ -24,6 +24,9 @@ let usage = """
     usage: consciousness-sim [--host 127.0.0.1] [--port 8000] [--username admin] [--password-file FILE] [--expires-in 3600]
       The password is read from --password-file or the CONSCIOUSNESS_SIM_PASSWORD environment variable.
       Admin routes: POST/DELETE /_sim/faults, POST /_sim/expire-tokens, GET /_sim/counters.
+      Faults ({"fault": name, "count": n | "until_cleared": true, "path", "method"}): server_errors, rate_limit (retry_after),
+      slow (delay_ms), late (delay_ms: apply and answer after the delay, in arrival order), malformed_json, html_error,
+      expired_token, echo_credentials_401, echo_input_422, echo_password_html_500, down (seconds).
     """
 
 func fail(_ message: String) -> Never {

@@ -161,6 +161,14 @@ public final class ConsciousnessSimulator: Sendable {
         core.resetCounters()
     }
 
+    /// Adds a device as the backend would list it (hostile ids included: the id is used as given).
+    public func addDevice(id: String, name: String? = nil, type: String = "smart_light", properties: [(String, SimJSON)] = [("power", .bool(true))]) {
+        core.addDevice(.object([
+            ("id", .string(id)), ("name", .string(name ?? "Device \(id)")), ("type", .string(type)), ("status", .string("online")),
+            ("location", .string("hall")), ("properties", .object(properties)),
+        ]))
+    }
+
     /// The current device objects as JSON text (for assertions).
     public func devicesJSON() -> String {
         core.devicesJSON()

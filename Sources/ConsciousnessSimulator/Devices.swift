@@ -9,7 +9,8 @@ enum SeedDevices {
     static func make(lastSeen: String) -> [SimJSON] {
         [
             device("thermostat-main", "Main Thermostat", "thermostat", "living_room", "mdns", [
-                ("temperature", .double(22.5)), ("target_temperature", .double(21.0)), ("humidity", .int(45)),
+                // The running FastAPI server's thermostat: whole degrees Fahrenheit, `current_temp`/`target_temp`.
+                ("current_temp", .int(72)), ("target_temp", .int(72)), ("humidity", .int(45)),
                 ("mode", .string("auto")), ("power", .bool(true)),
             ], lastSeen),
             device("lights-kitchen", "Kitchen Smart Lights", "smart_light", "kitchen", "mdns", [

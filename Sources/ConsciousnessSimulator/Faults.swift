@@ -12,6 +12,16 @@ public enum SimulatorFault: Sendable, Hashable {
     case htmlError
     /// Authenticated routes answer 401 `{"detail":"Invalid token"}` even for a valid token.
     case expiredToken
+    /// Accepts the request, then applies it and answers only after `delay` (use one longer than the client's
+    /// timeout). The work goes on even when the client gave up, and late requests are applied in arrival
+    /// order: a timed-out OFF still lands after a newer, fast ON, like a backend that is slow to act.
+    case late(delay: Duration)
+    /// 401 whose detail repeats the submitted credentials: `Invalid credentials for <user> / <password>`.
+    case echoCredentials401
+    /// 422 in pydantic's shape whose `input` repeats the request body (the password of a login).
+    case echoInput422
+    /// 500 HTML debug page that prints the configured password (a framework's debug screen).
+    case echoPasswordHTML500
 }
 
 /// Which requests a fault applies to.

@@ -19,6 +19,7 @@ final class SimulatorCore: Sendable {
     let configuration: ConsciousnessSimulator.Configuration
     private let lifecycle: SimulatorLifecycle
     private let state: Mutex<State>
+    private let lateQueue = LateQueue()
 
     init(configuration: ConsciousnessSimulator.Configuration, lifecycle: SimulatorLifecycle) {
         self.configuration = configuration
@@ -51,6 +52,10 @@ final class SimulatorCore: Sendable {
 
     func devicesJSON() -> String {
         state.withLock { SimJSON.array($0.devices).serialized() }
+    }
+
+    func addDevice(_ device: SimJSON) {
+        state.withLock { $0.devices.append(device) }
     }
 
     func goDown(for duration: Duration) async {
@@ -98,10 +103,16 @@ final class SimulatorCore: Sendable {
         }
 
         if let fault {
-            if case .slow(let delay) = fault {
+            switch fault {
+            case .slow(let delay):
                 try? await Task.sleep(for: delay)
-            } else if let response = faultResponse(fault) {
-                return response
+            case .late(let delay):
+                return await late(route: route, request: request, delay: delay)
+            case .echoInput422:
+                let body = (try? await request.bodyData) ?? Data()
+                return Self.echoInput(body)
+            default:
+                if let response = faultResponse(fault) { return response }
             }
         }
 
@@ -162,9 +173,44 @@ final class SimulatorCore: Sendable {
             )
         case .expiredToken:
             return Self.json(401, .object([("detail", .string("Invalid token"))]))
-        case .slow, .malformedJSON:
+        case .echoCredentials401:
+            let detail = "Invalid credentials for \(configuration.username) / \(configuration.password)"
+            return Self.json(401, .object([("detail", .string(detail))]))
+        case .echoPasswordHTML500:
+            let html = """
+                <!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body>
+                <h1>Internal Server Error</h1><p>Traceback: settings.ADMIN_PASSWORD = &#39;\(configuration.password)&#39;</p>
+                <pre>password=\(configuration.password)</pre></body></html>
+                """
+            return FlyingFox.HTTPResponse(
+                statusCode: HTTPStatusCode(500, phrase: "Internal Server Error"), headers: [.contentType: "text/html"],
+                body: Data(html.utf8)
+            )
+        case .slow, .malformedJSON, .late, .echoInput422:
             return nil
         }
+    }
+
+    /// Pydantic's 422 with the whole request body as `input`, as FastAPI sends for a body that fails validation.
+    private static func echoInput(_ body: Data) -> FlyingFox.HTTPResponse {
+        let input: SimJSON = .string(String(decoding: body, as: UTF8.self))
+        return json(422, .object([("detail", .array([.object([
+            ("type", .string("value_error")), ("loc", .array([.string("body")])),
+            ("msg", .string("Value error, rejected")), ("input", input),
+        ])]))]))
+    }
+
+    /// A `late` request: checked and read now, applied and answered after `delay`, after every late request
+    /// that arrived before it. The work runs in its own task, so a client that gave up does not cancel it.
+    private func late(route: Route, request: FlyingFox.HTTPRequest, delay: Duration) async -> FlyingFox.HTTPResponse {
+        if route.requiresAuth, let rejection = authenticate(request) { return rejection }
+        let body = (try? await request.bodyData) ?? Data()
+        let deadline = ContinuousClock.now + delay
+        let work = await lateQueue.schedule { [self] in
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            return respond(to: route, body: body)
+        }
+        return await work.value
     }
 
     private static func route(method: String, path: String) -> Route {
@@ -197,6 +243,11 @@ final class SimulatorCore: Sendable {
             return rejection
         }
         let body = (try? await request.bodyData) ?? Data()
+        return respond(to: route, body: body)
+    }
+
+    /// The route's answer once the request is authenticated and its body read.
+    private func respond(to route: Route, body: Data) -> FlyingFox.HTTPResponse {
         switch route {
         case .login:
             return login(body)
@@ -415,6 +466,14 @@ final class SimulatorCore: Sendable {
             fault = .htmlError
         case "expiredToken", "expired_token":
             fault = .expiredToken
+        case "late":
+            fault = .late(delay: .milliseconds(max(0, spec.delayMs ?? 30_000)))
+        case "echoCredentials401", "echo_credentials_401":
+            fault = .echoCredentials401
+        case "echoInput422", "echo_input_422":
+            fault = .echoInput422
+        case "echoPasswordHTML500", "echo_password_html_500":
+            fault = .echoPasswordHTML500
         default:
             return Self.json(400, .object([("detail", .string("unknown fault"))]))
         }
@@ -476,5 +535,21 @@ final class SimulatorCore: Sendable {
         case 503: "Service Unavailable"
         default: "Status"
         }
+    }
+}
+
+/// Runs late requests one after another in arrival order, each in its own task (a client that gave up
+/// does not cancel the work).
+private actor LateQueue {
+    private var tail: Task<FlyingFox.HTTPResponse, Never>?
+
+    func schedule(_ work: @escaping @Sendable () async -> FlyingFox.HTTPResponse) -> Task<FlyingFox.HTTPResponse, Never> {
+        let previous = tail
+        let task = Task {
+            _ = await previous?.value
+            return await work()
+        }
+        tail = task
+        return task
     }
 }

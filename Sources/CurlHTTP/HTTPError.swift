@@ -28,12 +28,17 @@ public struct HTTPError: Error, Sendable, Hashable, CustomStringConvertible {
     public let message: String
     /// The raw `CURLcode` when libcurl reported the failure.
     public let curlCode: Int?
+    /// True when bytes of the request had been sent before it failed (a timeout or reset while the server
+    /// worked on it): the server may have carried it out. False when it surely never left (connect refused,
+    /// DNS, TLS handshake, connect timeout).
+    public let requestSent: Bool
 
     /// Creates an error; `message` must not contain secrets.
-    public init(kind: Kind, message: String, curlCode: Int? = nil) {
+    public init(kind: Kind, message: String, curlCode: Int? = nil, requestSent: Bool = false) {
         self.kind = kind
         self.message = message
         self.curlCode = curlCode
+        self.requestSent = requestSent
     }
 
     /// A stable machine-readable code such as `http.timeout`.

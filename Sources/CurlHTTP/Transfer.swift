@@ -305,7 +305,10 @@ final class Transfer: @unchecked Sendable {
             return HTTPError(kind: .responseTooLarge, message: "response exceeds the limit of \(maxResponseBytes) bytes", curlCode: rawCode)
         }
         let message = detail.isEmpty || detail == summary ? summary : "\(summary): \(detail)"
-        return HTTPError(kind: Self.kind(for: code), message: message, curlCode: rawCode)
+        // Bytes of the request handed to the socket: nonzero means the server may have received it.
+        var requestSize = 0
+        _ = lbs_easy_getinfo_long(easy, CURLINFO_REQUEST_SIZE, &requestSize)
+        return HTTPError(kind: Self.kind(for: code), message: message, curlCode: rawCode, requestSent: requestSize > 0)
     }
 
     static func kind(for code: CURLcode) -> HTTPError.Kind {

@@ -25,6 +25,9 @@ public enum TransportFailure: Sendable, Hashable {
 /// The single place that turns primitive failure facts (HTTP status, headers, body, transport failure,
 /// JSON decoding failure) into a `GatewayError` with the right retry and vendor-health flags.
 ///
+/// Whether a failed request may have been carried out is recorded as `outcomeUnknown` (see `mayHaveBeenCarriedOut`);
+/// `resilientCall` never repeats such a failure for a command.
+///
 /// Rules: timeouts, connection errors, 5xx and 429 count against the vendor and are retryable;
 /// 4xx caused by our request do not count and are not retried; 401/403 ask for one re-login;
 /// malformed answers count (the vendor is unhealthy) and `RetryPolicy` retries them only briefly.
@@ -44,10 +47,14 @@ public struct ErrorClassifier: Sendable {
     /// The vendor instance id, used in messages.
     public var vendor: String
     public var settings: Settings
+    /// The vendor's secrets, cut out of every body excerpt before it is sanitized and shortened (so a
+    /// password cut in half by the length limit cannot leak either).
+    public let redactor: SecretRedactor
 
-    public init(vendor: String, settings: Settings = Settings()) {
+    public init(vendor: String, settings: Settings = Settings(), redactor: SecretRedactor = SecretRedactor()) {
         self.vendor = vendor
         self.settings = settings
+        self.redactor = redactor
     }
 
     // MARK: HTTP responses
@@ -61,9 +68,28 @@ public struct ErrorClassifier: Sendable {
         status: Int, headers: [String: String] = [:], body: some Sequence<UInt8>, expectsJSON: Bool = true,
         now: Date = Date()
     ) -> GatewayError? {
+        var error = classifyStatus(status: status, headers: headers, body: body, expectsJSON: expectsJSON, now: now)
+        error?.outcomeUnknown = Self.mayHaveBeenCarriedOut(status: status)
+        return error.map(redactor.redact)
+    }
+
+    /// Whether a request answered with `status` may have been carried out by the server. 2xx (an unreadable
+    /// answer to a request that worked), 500, 502 and 504 (the server or the proxy behind it got the request
+    /// and failed while or after working on it) may have been; 408, 429 and 503 are refusals before any work,
+    /// and other 4xx are refusals of the request itself.
+    public static func mayHaveBeenCarriedOut(status: Int) -> Bool {
+        switch status {
+        case 200..<300, 500, 502, 504: true
+        default: false
+        }
+    }
+
+    private func classifyStatus(
+        status: Int, headers: [String: String], body: some Sequence<UInt8>, expectsJSON: Bool, now: Date
+    ) -> GatewayError? {
         let head = Array(body.prefix(4096))
         let retryAfter = retryAfter(headers: headers, now: now)
-        let snippet = Self.sanitizedSnippet(head, maxLength: settings.snippetLength)
+        let snippet = Self.sanitizedSnippet(Array(redactor.redact(String(decoding: head, as: UTF8.self)).utf8), maxLength: settings.snippetLength)
         let quoted = snippet.isEmpty ? "" : ": \(snippet)"
 
         switch status {
@@ -138,8 +164,21 @@ public struct ErrorClassifier: Sendable {
 
     // MARK: Transport and decoding
 
-    /// Classifies a failure below HTTP. `timeout` is the limit that was hit, for the message.
-    public func classify(_ failure: TransportFailure, timeout: Duration? = nil) -> GatewayError {
+    /// Classifies a failure below HTTP. `timeout` is the limit that was hit, for the message. `requestSent`:
+    /// bytes of the request had left before it failed, so the vendor may have carried it out (`outcomeUnknown`).
+    public func classify(_ failure: TransportFailure, timeout: Duration? = nil, requestSent: Bool = false) -> GatewayError {
+        var error = redactor.redact(classifyTransport(failure, timeout: timeout))
+        switch failure {
+        case .timeout, .connectFailed, .other:
+            error.outcomeUnknown = requestSent
+        case .dnsFailed, .tls, .pinMismatch, .responseTooLarge, .cancelled:
+            // Never sent, or (too large, cancelled) handled by their own codes.
+            break
+        }
+        return error
+    }
+
+    private func classifyTransport(_ failure: TransportFailure, timeout: Duration?) -> GatewayError {
         switch failure {
         case .timeout:
             return .vendorTimeout(vendor: vendor, after: timeout)
@@ -174,18 +213,21 @@ public struct ErrorClassifier: Sendable {
     }
 
     /// A 2xx body that could not be decoded. `context` names what was being read ("site overview").
+    /// The request got a 2xx answer, so it may have been carried out (`outcomeUnknown`).
     public func classifyDecoding(_ error: any Error, context: String) -> GatewayError {
-        GatewayError(
+        var failure = GatewayError(
             .malformedResponse,
             message: "Vendor '\(vendor)' sent a \(context) the gateway cannot read: \(Self.describeDecoding(error))."
         )
+        failure.outcomeUnknown = true
+        return failure
     }
 
     /// A decodable answer with an unexpected shape or values (`detail` must not contain secrets).
     public func unexpectedShape(_ detail: String, context: String) -> GatewayError {
         GatewayError(
             .malformedResponse,
-            message: "Vendor '\(vendor)' sent an unexpected \(context): \(Self.sanitized(detail, maxLength: settings.snippetLength))."
+            message: "Vendor '\(vendor)' sent an unexpected \(context): \(Self.sanitized(redactor.redact(detail), maxLength: settings.snippetLength))."
         )
     }
 
@@ -219,6 +261,27 @@ public struct ErrorClassifier: Sendable {
     public static func sanitizedSnippet(_ body: some Sequence<UInt8>, maxLength: Int) -> String {
         let text = String(decoding: Array(body.prefix(4096)), as: UTF8.self)
         return sanitized(looksLikeHTML(text.utf8) ? stripTags(text) : text, maxLength: maxLength)
+    }
+
+    /// A URL for a message: without user info, query and fragment (they may carry credentials), control
+    /// characters and excess length. Unlike `sanitized`, the path stays whole: it is what the operator must see.
+    public static func displayURL(_ url: String, maxLength: Int = 200) -> String {
+        var text = url
+        var cut = false
+        if let end = text.firstIndex(where: { $0 == "?" || $0 == "#" }) {
+            text = String(text[..<end])
+            cut = true
+        }
+        if let scheme = text.firstRange(of: "://") {
+            let rest = text[scheme.upperBound...]
+            let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+            if let at = rest[..<authorityEnd].lastIndex(of: "@") {
+                text = String(text[..<scheme.upperBound]) + String(rest[rest.index(after: at)...])
+            }
+        }
+        var out = String(text.unicodeScalars.filter { $0.value > 0x20 && $0.value != 0x7F }.map(Character.init))
+        if out.count > maxLength { out = String(out.prefix(maxLength)) + "…" } else if cut { out += "?…" }
+        return out
     }
 
     /// Collapses whitespace, removes control characters and anything that could be a credential.

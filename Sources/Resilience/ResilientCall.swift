@@ -8,7 +8,10 @@ import GatewayModel
 /// stops at the first non-retryable failure, when attempts or `maxElapsed` run out, or when the breaker opened,
 /// and then throws the last real failure (not `breaker_open`), so users see the cause.
 ///
-/// Retrying a command whose first attempt timed out can repeat it: vendor code passes idempotency keys.
+/// A `.command` failure with `outcomeUnknown` (timeout or reset after the request was sent, 500/502/504,
+/// an unreadable 2xx) is never retried here: the first request may still be carried out, and repeating it
+/// could apply a stale command after a newer one. It is thrown non-retryable, saying the outcome is unknown;
+/// the controller settles it by reading the device back. Reads (poll, refresh) are repeated as before.
 nonisolated(nonsending)
 public func resilientCall<T>(
     breaker: CircuitBreaker, retry: RetryPolicy, quota: QuotaScheduler? = nil, use: QuotaScheduler.Use = .command,
@@ -25,7 +28,7 @@ public func resilientCall<T>(
             throw quota.exhaustedError(window: window, retryIn: retryIn)
         }
         attempts += 1
-        let failure: GatewayError
+        var failure: GatewayError
         do throws(GatewayError) {
             let value = try await operation()
             breaker.record(permit, error: nil)
@@ -33,6 +36,12 @@ public func resilientCall<T>(
         } catch {
             breaker.record(permit, error: error)
             failure = error
+        }
+        if failure.outcomeUnknown {
+            // A command may still be carried out: never send it again from here.
+            guard use != .command else { throw failure.asUnknownCommandOutcome() }
+            // A read has no side effect: repeating it is safe, and nothing about its outcome is unknown.
+            failure.outcomeUnknown = false
         }
 
         if failure.requiresReauthentication {
@@ -97,5 +106,22 @@ public struct ResilientCaller: Sendable {
             breaker: breaker, retry: retry, quota: quota, use: use, time: time,
             reauthenticate: reauthenticate, operation: operation
         )
+    }
+}
+
+extension GatewayError {
+    /// Sentence appended to a command failure whose request may have been carried out.
+    public static let unknownOutcomeNote = "The request had reached the vendor, so the command may still be carried out: its outcome is unknown and it was not sent again."
+
+    /// This failure as the final answer to a command that may have been carried out: not retryable
+    /// (neither here nor by the outbox), `outcomeUnknown`, and saying so.
+    public func asUnknownCommandOutcome() -> GatewayError {
+        var copy = self
+        copy.outcomeUnknown = true
+        copy.retryable = false
+        copy.retryAfter = nil
+        if !copy.message.hasSuffix(Self.unknownOutcomeNote) { copy.message += " " + Self.unknownOutcomeNote }
+        copy.suggestion = "Check the device's state before sending the command again; the gateway reads it back to settle the outcome."
+        return copy
     }
 }

@@ -18,7 +18,7 @@ import Vendors
         let byID = Dictionary(uniqueKeysWithValues: inventory.map { ($0.vendorDeviceID, $0) })
         let expected: [String: (DeviceType, String?, [String])] = [
             "lights-kitchen": (.light, "Kitchen", ["state", "brightness", "power"]),
-            "thermostat-main": (.thermostat, "Living Room", ["state", "temperature", "target_temperature", "humidity"]),
+            "thermostat-main": (.thermostat, "Living Room", ["state", "temperature", "target_temperature", "hvac_mode", "humidity"]),
             "camera-front-door": (.camera, "Front Door", ["state"]),
             "sensor-hallway-motion": (.motionSensor, "Hallway", ["state", "motion", "battery"]),
             "speaker-living-room": (.speaker, "Living Room", ["state"]),
@@ -41,7 +41,9 @@ import Vendors
         let states = rig.log.states
         #expect(states[rig.id("lights-kitchen")] == ["state": .string("ON"), "brightness": .number(80), "power": .number(12.5)])
         #expect(states[rig.id("thermostat-main")] == [
-            "state": .string("ON"), "temperature": .number(22.5), "target_temperature": .number(21), "humidity": .number(45),
+            // The served shape: current_temp/target_temp 72 (°F by the heuristic) and mode "auto".
+            "state": .string("ON"), "temperature": .number(22.2), "target_temperature": .number(22.2), "hvac_mode": .string("auto"),
+            "humidity": .number(45),
         ])
         #expect(states[rig.id("lock-front-door")] == ["state": .string("ON"), "lock": .string("LOCKED"), "battery": .number(72)])
         #expect(states[rig.id("garage-door-main")] == ["state": .string("ON"), "cover": .string("CLOSED")])
@@ -196,11 +198,13 @@ import Vendors
             #expect(error?.retryable == false)
             #expect(error?.message.contains("definitely-wrong-password") == false)
         }
-        #expect(rig.simulator.counters.failedLogins == 5)
+        // Issue 7 point 9: the refusal is held off, so the four polls right after it log in no more.
+        #expect(rig.simulator.counters.failedLogins == 1)
         #expect(rig.vendor.http.breaker.state == .closed)
         let health = try #require(rig.log.health.last)
         #expect(health.breaker == "closed")
-        #expect(health.state != .down)
+        #expect(health.state == .down)
+        #expect(health.nextAttempt != nil)
         #expect(health.lastError?.code == .authFailed)
         #expect(!"\(health)".contains("definitely-wrong-password"))
         #expect(!"\(rig.vendor)".contains("definitely-wrong-password"))

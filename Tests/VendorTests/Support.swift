@@ -3,6 +3,7 @@ import CurlHTTP
 import Foundation
 import GatewayModel
 import GatewayTesting
+import Logging
 import Resilience
 import Synchronization
 import Testing
@@ -53,18 +54,21 @@ struct Rig {
         expiresIn: Int = 3600, loginPassword: String? = nil, timeout: Duration = .seconds(5),
         quota: QuotaScheduler.Budgets? = nil, pollInterval: Duration = .seconds(30),
         breaker: CircuitBreaker.Settings = CircuitBreaker.Settings(window: .seconds(60), minimumCalls: 3, failureRatio: 0.5, openDuration: .seconds(30)),
-        retry: RetryPolicy = .none
+        retry: RetryPolicy = .none, urlSuffix: String = "", temperatureUnit: ConsciousnessOptions.TemperatureUnit = .auto,
+        logger: Logger = Logger(label: "lbs-gateway.vendor"), prepare: (ConsciousnessSimulator) -> Void = { _ in },
+        password: String? = nil
     ) async throws -> Rig {
-        let password = "pw-\(UUID().uuidString)"
+        let password = password ?? "pw-\(UUID().uuidString)"
         let simulator = ConsciousnessSimulator(configuration: .init(password: password, expiresIn: expiresIn))
+        prepare(simulator)
         try await simulator.start()
         let clock = ManualClock()
         let log = EventLog()
         let options = ConsciousnessOptions(
-            url: await simulator.baseURL, username: "admin", password: VendorSecret(loginPassword ?? password),
-            pollInterval: pollInterval, timeout: timeout, quota: quota, breaker: breaker, retry: retry
+            url: await simulator.baseURL + urlSuffix, username: "admin", password: VendorSecret(loginPassword ?? password),
+            pollInterval: pollInterval, timeout: timeout, quota: quota, breaker: breaker, retry: retry, temperatureUnit: temperatureUnit
         )
-        let vendor = try ConsciousnessVendor(instanceID: vendorID, options: options, sink: log.sink, clock: clock)
+        let vendor = try ConsciousnessVendor(instanceID: vendorID, options: options, sink: log.sink, clock: clock, logger: logger)
         return Rig(simulator: simulator, vendor: vendor, clock: clock, log: log, password: password)
     }
 
@@ -94,5 +98,35 @@ func gatewayError(_ body: () async throws -> Void) async -> GatewayError? {
         return error
     } catch {
         return GatewayError.internal("not a GatewayError: \(error)")
+    }
+}
+
+/// Log lines a vendor wrote, for assertions (`Logger(label:factory:)`).
+final class LogCapture: Sendable {
+    private let lines = Mutex<[(Logger.Level, String)]>([])
+
+    var logger: Logger {
+        Logger(label: "test.vendor") { _ in CaptureHandler(capture: self) }
+    }
+
+    var all: [(level: Logger.Level, message: String)] { lines.withLock { $0.map { (level: $0.0, message: $0.1) } } }
+
+    fileprivate func append(_ level: Logger.Level, _ message: String) {
+        lines.withLock { $0.append((level, message)) }
+    }
+}
+
+private struct CaptureHandler: LogHandler {
+    let capture: LogCapture
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        capture.append(event.level, "\(event.message)")
     }
 }

@@ -83,7 +83,7 @@ extension VendorCatalog {
         let node = settings.options
         reader.rejectUnknownKeys(in: node, at: path, allowed: [
             "type", "id", "poll_interval", "max_devices", "url", "username", "password", "password_file", "password_env", "timeout", "quota", "breaker",
-            "tls",
+            "tls", "temperature_unit",
         ])
         let url = reader.string(node["url"], at: "\(path).url", required: true)
         if let url, !url.isEmpty, !ConsciousnessOptions.isValidURL(url) {
@@ -120,6 +120,9 @@ extension VendorCatalog {
         }
 
         let timeout = reader.number(node["timeout"], at: "\(path).timeout", range: 0.1...300) ?? 10
+        let unit = reader.oneOf(
+            node["temperature_unit"], at: "\(path).temperature_unit", ConsciousnessOptions.TemperatureUnit.allCases.map(\.rawValue)
+        ).flatMap(ConsciousnessOptions.TemperatureUnit.init(rawValue:)) ?? .auto
 
         var budgets: QuotaScheduler.Budgets?
         if let quota = reader.mapping(node["quota"], at: "\(path).quota") {
@@ -153,7 +156,7 @@ extension VendorCatalog {
         return ConsciousnessOptions(
             url: url, username: username, password: VendorSecret(password),
             pollInterval: .milliseconds(Int64((settings.pollInterval ?? 30) * 1000)),
-            timeout: .milliseconds(Int64(timeout * 1000)), quota: budgets, breaker: breaker, tls: tls
+            timeout: .milliseconds(Int64(timeout * 1000)), quota: budgets, breaker: breaker, tls: tls, temperatureUnit: unit
         )
     }
 }

@@ -399,7 +399,7 @@ public actor GatewayController {
 
     func deviceJSON(_ device: Device) -> JSON {
         let capabilities: [JSON] = device.specs.map { spec in
-            var entry: [String: JSON] = ["key": .string(spec.name), "writable": .bool(spec.writable), "label": .string(spec.label)]
+            var entry: [String: JSON] = ["key": .string(spec.name), "writable": .bool(device.isWritable(spec.name)), "label": .string(spec.label)]
             if let unit = spec.unit { entry["unit"] = .string(unit) }
             switch spec.kind {
             case .number(let low, let high):
@@ -409,7 +409,7 @@ public actor GatewayController {
             case .enumeration(let values):
                 entry["type"] = "enum"
                 entry["values"] = .array(values.map(JSON.string))
-                if spec.writable { entry["commands"] = .array(CommandParser.accepted(spec, values).map(JSON.string)) }
+                if device.isWritable(spec.name) { entry["commands"] = .array(CommandParser.accepted(spec, values).map(JSON.string)) }
             case .bool: entry["type"] = "bool"
             case .text: entry["type"] = "text"
             case .timestamp: entry["type"] = "timestamp"

@@ -92,7 +92,8 @@ public struct HomeAssistantDiscovery: Sendable {
     /// One entry per Home Assistant entity of the device.
     func components(for device: Device) -> [Component] {
         let id = device.id
-        let keys = Set(device.keys)
+        // Keys the vendor cannot change become sensors, never entities with a command topic (device.isWritable).
+        let keys = Set(device.keys.filter { !(StateKeys.spec($0)?.writable ?? false) || device.isWritable($0) })
         var result: [Component] = []
         var covered: Set<String> = []
 

@@ -59,10 +59,10 @@ public enum CommandParser {
         for (rawKey, value) in requested {
             let key = aliases[rawKey] ?? rawKey
             guard device.keys.contains(key), let spec = StateKeys.spec(key) else {
-                let writable = device.specs.filter(\.writable).map(\.name)
+                let writable = device.specs.filter { device.isWritable($0.name) }.map(\.name)
                 return .failure(.unknownKey(rawKey, device: device.id.rawValue, accepted: writable))
             }
-            guard spec.writable else { return .failure(.readOnlyKey(key, device: device.id.rawValue)) }
+            guard spec.writable, device.isWritable(key) else { return .failure(.readOnlyKey(key, device: device.id.rawValue)) }
             switch validate(value, rawKey: rawKey, spec: spec, current: current) {
             case .success(let normalized): changes[key] = normalized
             case .failure(let error): return .failure(error)

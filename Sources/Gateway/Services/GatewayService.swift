@@ -58,7 +58,7 @@ public struct GatewayService: Service {
                     switch event {
                     case .connected: await controller.connected()
                     case .disconnected(let error): logger.warning("disconnected from the broker: \(error.message)")
-                    case .connectFailed(let error, let retryIn): logger.warning("cannot reach the broker (\(error.message)); retrying in \(retryIn)")
+                    case .connectFailed(let error, let retryIn): logger.warning("cannot reach the broker (\(error.message)); retrying in \(GatewayError.readable(retryIn))")
                     }
                 }
             }
@@ -98,7 +98,7 @@ public struct GatewayService: Service {
                 return
             } catch {
                 if Task.isCancelled { return }
-                logger.error("vendor \(vendor.instanceID) stopped: \(error); restarting in \(delay)")
+                logger.error("vendor \(vendor.instanceID) stopped: \(error); restarting in \(GatewayError.readable(delay))")
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(60))
             }

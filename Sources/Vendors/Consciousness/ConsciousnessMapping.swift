@@ -13,7 +13,14 @@ import GatewayModel
 /// - `smart_lock` reports `lock` from its `locked` property and `garage_door` reports `cover` from `open`,
 ///   because that is what the backend really says. They are NOT driven by turn_on/turn_off: those change only
 ///   power, so mapping LOCK → turn_on would confirm a lock that never happened. Commands for them are refused.
-/// - Temperatures are taken as °C (the backend gives no unit; a `temperature_unit` starting with "f" converts).
+/// - Every device's `writableKeys` is exactly `["state"]`: the control endpoint accepts only `turn_on`/`turn_off`
+///   (other actions answer `success` but change nothing), so brightness, lock, cover, target temperature and
+///   HVAC mode are read-only here.
+/// - Thermostats: the running server sends `current_temp`, `target_temp` (whole °F, e.g. 72) and `mode`; other
+///   implementations send `temperature`/`current_temperature`, `target_temperature` (°C) and `mode`. They map to
+///   `temperature`, `target_temperature` (°C, one decimal) and `hvac_mode` (see `hvacMode`). The unit is the
+///   vendor's `temperature_unit` option; `auto` takes the device's `temperature_unit`/`unit` property, else
+///   treats readings above 45 as °F (see `ConsciousnessOptions.TemperatureUnit`).
 /// - `last_seen` is a local time without a zone; it is read as UTC (the gateway and backend are expected to run
 ///   in UTC), and a time in the future is replaced by now.
 enum ConsciousnessMapping {
@@ -29,7 +36,9 @@ enum ConsciousnessMapping {
 
     // MARK: Devices
 
-    static func map(_ wire: WireDevice, vendorID: String, now: Date) -> Mapped {
+    static func map(
+        _ wire: WireDevice, vendorID: String, now: Date, temperatureUnit: ConsciousnessOptions.TemperatureUnit = .auto
+    ) -> Mapped {
         let backendType = wire.type ?? "unknown"
         let properties = wire.properties ?? [:]
         var keys = ["state"]
@@ -46,11 +55,7 @@ enum ConsciousnessMapping {
             if !keys.contains(key) { keys.append(key) }
             values[key] = value
         }
-        func number(_ name: String) -> Double? { properties[name]?.number }
-        let fahrenheit = (properties["temperature_unit"]?.string ?? properties["unit"]?.string)?.lowercased().hasPrefix("f") ?? false
-        func celsius(_ value: Double?) -> StateValue? {
-            value.map { .number(fahrenheit ? ($0 - 32) * 5 / 9 : $0) }
-        }
+        func number(_ name: String) -> Double? { properties[name]?.number.flatMap { $0.isFinite ? $0 : nil } }
 
         let type: DeviceType
         switch backendType {
@@ -59,8 +64,19 @@ enum ConsciousnessMapping {
             add("brightness", number("brightness").map { .number(min(max($0, 0), 100)) })
         case "thermostat":
             type = .thermostat
-            add("temperature", celsius(number("temperature") ?? number("current_temperature")))
-            add("target_temperature", celsius(number("target_temperature")))
+            let current = number("current_temp") ?? number("temperature") ?? number("current_temperature")
+            let target = number("target_temp") ?? number("target_temperature")
+            let declared = properties["temperature_unit"]?.string ?? properties["unit"]?.string
+            let fahrenheit = isFahrenheit(option: temperatureUnit, declared: declared, readings: [current, target].compactMap { $0 })
+            func celsius(_ value: Double?) -> StateValue? {
+                value.map { .number(((fahrenheit ? ($0 - 32) * 5 / 9 : $0) * 10).rounded() / 10) }
+            }
+            add("temperature", celsius(current))
+            add("target_temperature", celsius(target))
+            if !keys.contains("hvac_mode") { keys.append("hvac_mode") }
+            if let mode = properties["mode"]?.string ?? properties["hvac_mode"]?.string, let word = hvacMode(mode) {
+                values["hvac_mode"] = .string(word)
+            }
         case "smart_lock":
             type = .lock
             add("lock", properties["locked"]?.bool.map { .string($0 ? "LOCKED" : "UNLOCKED") })
@@ -84,9 +100,40 @@ enum ConsciousnessMapping {
 
         let device = Device(
             vendorID: vendorID, vendorDeviceID: wire.id, name: wire.name ?? wire.id, type: type,
-            manufacturer: manufacturer, model: backendType, room: room(wire.location), keys: keys
+            manufacturer: manufacturer, model: backendType, room: room(wire.location), writableKeys: writableKeys, keys: keys
         )
         return Mapped(device: device, values: values, observedAt: observedAt(wire.lastSeen, now: now), online: online)
+    }
+
+    /// What `PUT /devices/{id}/control` can change: only power (`turn_on`/`turn_off`).
+    static let writableKeys: Set<String> = ["state"]
+
+    /// True when thermostat readings are °F: the configured unit, else the device's declared unit, else the
+    /// heuristic (a reading above 45 is °F: 45 °C is no room temperature, 45 °F is 7 °C).
+    static func isFahrenheit(option: ConsciousnessOptions.TemperatureUnit, declared: String?, readings: [Double]) -> Bool {
+        switch option {
+        case .celsius: return false
+        case .fahrenheit: return true
+        case .auto:
+            if let declared = declared?.lowercased(), let first = declared.first(where: { $0 != "°" }) {
+                if first == "f" { return true }
+                if first == "c" { return false }
+            }
+            return readings.contains { $0 > 45 }
+        }
+    }
+
+    /// The backend's thermostat mode as an `hvac_mode` word: off, heat, cool, auto. `heating`/`cooling` and
+    /// `heat_cool`/`heatcool`/`auto_changeover` are folded in; other words (fan, eco, dry…) have no `hvac_mode`
+    /// equivalent and are left out rather than guessed.
+    static func hvacMode(_ word: String) -> String? {
+        switch word.lowercased().replacing("-", with: "_") {
+        case "off": "off"
+        case "heat", "heating": "heat"
+        case "cool", "cooling": "cool"
+        case "auto", "heat_cool", "heatcool", "auto_changeover": "auto"
+        default: nil
+        }
     }
 
     /// ON/OFF from the backend's status word, falling back to the `power` property.
@@ -111,12 +158,69 @@ enum ConsciousnessMapping {
         return min(parsed, now)
     }
 
+    // MARK: Ids
+
+    /// Gives every backend device its own topic id. Ids are slugs (`a/b`, `a+b` and `A/B` all become `a_b`),
+    /// so distinct backend ids can collide, with each other or with the built-in hub `<vendor>_house`. In a
+    /// collision every device whose backend id is not already in topic form (and the backend's own `house`)
+    /// gets `_<6 hex of FNV-1a of its raw id>`: stable across polls and restarts, and the one already in topic
+    /// form keeps its plain id. An empty id is skipped; an exact duplicate keeps the first. `problems` describes
+    /// each collision, skip and duplicate for the log (it does not change from poll to poll).
+    static func assignIDs(_ devices: [Mapped], vendorID: String) -> (devices: [Mapped], problems: [String]) {
+        var problems: [String] = []
+        var seenRaw: Set<String> = []
+        var unique: [Mapped] = []
+        for mapped in devices {
+            let raw = mapped.device.vendorDeviceID
+            if raw.isEmpty {
+                problems.append("skipped a device with an empty id (name '\(GatewayError.clip(mapped.device.name))')")
+                continue
+            }
+            guard seenRaw.insert(raw).inserted else {
+                problems.append("the backend lists id '\(GatewayError.clip(raw))' twice; only the first is used")
+                continue
+            }
+            unique.append(mapped)
+        }
+        let hub = house(vendorID: vendorID).id
+        var groups: [DeviceID: [Int]] = [:]
+        for (index, mapped) in unique.enumerated() { groups[mapped.device.id, default: []].append(index) }
+        for (id, members) in groups.sorted(by: { $0.key < $1.key }) where members.count > 1 || id == hub {
+            var renamed: [String] = []
+            for index in members {
+                let raw = unique[index].device.vendorDeviceID
+                // The hub's id is reserved; otherwise an id already in topic form keeps it.
+                if id != hub, Slug.make(raw) == raw { continue }
+                let suffixed = suffixedID(id, raw: raw)
+                unique[index].device.id = suffixed
+                renamed.append("'\(GatewayError.clip(raw))' → \(suffixed.rawValue)")
+            }
+            let clash = id == hub ? "the built-in hub id \(id.rawValue)" : "the same topic id \(id.rawValue)"
+            problems.append("backend ids \(members.map { "'\(GatewayError.clip(unique[$0].device.vendorDeviceID))'" }.joined(separator: ", ")) "
+                + "collide on \(clash); kept apart as \(renamed.joined(separator: ", "))")
+        }
+        return (unique, problems)
+    }
+
+    /// `id` with `_` and six hex digits of the raw id's FNV-1a hash, cut so the whole stays a valid slug.
+    static func suffixedID(_ id: DeviceID, raw: String) -> DeviceID {
+        var hash: UInt32 = 0x811C_9DC5
+        for byte in raw.utf8 {
+            hash ^= UInt32(byte)
+            hash = hash &* 0x0100_0193
+        }
+        let hex = String(hash, radix: 16)
+        let tag = String((String(repeating: "0", count: 8 - hex.count) + hex).prefix(6))
+        let text = String(id.rawValue.prefix(Slug.maxLength - tag.count - 1)) + "_" + tag
+        return DeviceID(validating: text) ?? id
+    }
+
     // MARK: The house
 
     static func house(vendorID: String) -> Device {
         Device(
             vendorID: vendorID, vendorDeviceID: houseDeviceID, name: "House Consciousness", type: .hub,
-            manufacturer: manufacturer, model: "Consciousness system", room: nil,
+            manufacturer: manufacturer, model: "Consciousness system", room: nil, writableKeys: [],
             keys: ["consciousness_status", "awareness_level", "emotion", "arousal", "valence"]
         )
     }

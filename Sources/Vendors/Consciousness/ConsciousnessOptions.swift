@@ -18,12 +18,22 @@ public struct ConsciousnessOptions: Sendable {
     public var retry: RetryPolicy
     /// How the server's certificate is checked (`https://` only): system CA store, first-use pin or a given pin.
     public var tls: TLSPolicy
+    /// The unit of the backend's thermostat readings (`temperature_unit`).
+    public var temperatureUnit: TemperatureUnit
+
+    /// `temperature_unit: auto|celsius|fahrenheit`. The served contract has no settings endpoint naming a unit, so
+    /// `auto` uses a device's own `temperature_unit`/`unit` property when it has one, else a heuristic: a thermostat
+    /// reading above 45 (no room is 45 °C; 45 °F is 7 °C) means Fahrenheit.
+    public enum TemperatureUnit: String, Sendable, CaseIterable {
+        case auto, celsius, fahrenheit
+    }
 
     public init(
         url: String, username: String, password: VendorSecret, pollInterval: Duration = .seconds(30),
         timeout: Duration = .seconds(10), quota: QuotaScheduler.Budgets? = nil, breaker: CircuitBreaker.Settings = .init(),
-        retry: RetryPolicy = ConsciousnessOptions.defaultRetry, tls: TLSPolicy = .system
+        retry: RetryPolicy = ConsciousnessOptions.defaultRetry, tls: TLSPolicy = .system, temperatureUnit: TemperatureUnit = .auto
     ) {
+        self.temperatureUnit = temperatureUnit
         self.url = url
         self.username = username
         self.password = password

@@ -109,7 +109,11 @@ final class ConsciousnessSession: VendorAuthorizer {
             }
             result = .success(answer)
         } catch {
-            result = .failure(Self.final(error))
+            let final = Self.final(error, url: loginURL, vendor: http.vendorID)
+            // Refused credentials or a URL without the API: logging in again at once cannot help, so the
+            // vendor holds off (exponential, capped) instead of logging in on every poll.
+            if final.code == .authFailed || final.code == .notFound { http.holdOff(after: final) }
+            result = .failure(final)
         }
         let now = http.time.now()
         return state.withLock { state in
@@ -118,6 +122,7 @@ final class ConsciousnessSession: VendorAuthorizer {
             case .success(let answer):
                 let lifetime = max(1, answer.expiresIn ?? Self.defaultLifetime)
                 state.token = answer.accessToken
+                http.redactor.set("token", answer.accessToken)
                 state.tag += 1
                 state.renewAt = now + .fromSeconds(lifetime * Self.renewFraction)
                 state.expiresAt = now + .fromSeconds(lifetime)
@@ -128,13 +133,23 @@ final class ConsciousnessSession: VendorAuthorizer {
         }
     }
 
-    /// A refused login is final: logging in again with the same password cannot help.
-    private static func final(_ error: GatewayError) -> GatewayError {
+    /// A refused login is final: logging in again with the same password cannot help. Its texts are fixed
+    /// (no body excerpt, no times), so the health topic shows one text for one failure.
+    private static func final(_ error: GatewayError, url: String, vendor: String) -> GatewayError {
+        if error.code == .notFound {
+            var missing = error
+            missing.retryable = false
+            missing.suggestion = "Check the vendor's url: it must be the server root (e.g. http://host:8000), and the "
+                + "server must be the house consciousness backend; the gateway tries again with a growing pause."
+            return missing
+        }
         guard error.requiresReauthentication else { return error }
         var refused = error
         refused.requiresReauthentication = false
         refused.retryable = false
-        refused.suggestion = "Check the username and the password (password_file or password_env) of this vendor."
+        refused.message = "Vendor '\(vendor)' refused the login (HTTP \(error.httpStatus ?? 401)) at \(ErrorClassifier.displayURL(url))."
+        refused.suggestion = "Check the username and the password (password_file or password_env) of this vendor; "
+            + "the gateway tries again with a growing pause, up to every 5 min."
         return refused
     }
 }

@@ -24,6 +24,7 @@ public final class ConsciousnessVendor: Vendor {
     private let sink: VendorEventSink
     private let session: ConsciousnessSession
     private let known = Mutex(Known())
+    private let logger: Logger
 
     /// What was last reported, so inventory and availability are only sent when they change.
     private struct Known {
@@ -32,6 +33,8 @@ public final class ConsciousnessVendor: Vendor {
         var offline: Set<String> = []
         /// Set when the backend has no status endpoint: the house device is then left out.
         var houseUnsupported = false
+        /// Id problems (collisions, empty ids) already logged, so each is reported once.
+        var reportedIDProblems: Set<String> = []
     }
 
     /// Polls cost two requests: the device list and the house status.
@@ -46,6 +49,7 @@ public final class ConsciousnessVendor: Vendor {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
+        self.logger = logger
         let settings = VendorHTTP.Settings(
             breaker: options.breaker, retry: options.retry,
             quota: options.quota.map { QuotaScheduler.Settings(budgets: $0) }, tls: options.tls
@@ -53,6 +57,7 @@ public final class ConsciousnessVendor: Vendor {
         http = VendorHTTP(
             vendorID: instanceID, client: client, settings: settings, sink: sink, time: time, now: now, pinStore: pinStore, logger: logger
         )
+        http.redactor.set("password", options.password.reveal())
         session = ConsciousnessSession(
             http: http, apiBase: options.apiBase, username: options.username, password: options.password, timeout: options.timeout
         )
@@ -124,11 +129,26 @@ public final class ConsciousnessVendor: Vendor {
         publish(devices, only: device)
     }
 
+    /// Reads one device back (the device list, or the house status) without publishing or commanding anything;
+    /// settles a command whose outcome is unknown.
+    public func readState(_ device: DeviceID) async throws -> [String: StateValue] {
+        if device == ConsciousnessMapping.house(vendorID: instanceID).id {
+            let request = HTTPClientRequest(url: "\(options.apiBase)/consciousness/status", timeout: options.timeout)
+            let status = try await http.sendJSON(request, as: WireStatus.self, context: "consciousness status", use: .refresh, authorizer: session)
+            return ConsciousnessMapping.houseValues(status, emotions: nil)
+        }
+        let devices = try await fetchDevices(use: .refresh)
+        guard let mapped = devices.first(where: { $0.device.id == device }) else { throw GatewayError.unknownDevice(device.rawValue) }
+        return mapped.values
+    }
+
     public func execute(_ command: DeviceCommand) async throws -> CommandOutcome {
         try await executeCommand(command)
     }
 
-    /// `execute` with a typed error. `turn_on`/`turn_off` are idempotent, so a retry after a timeout is safe.
+    /// `execute` with a typed error. A failure after the request may have reached the backend (timeout, reset,
+    /// 500/502/504) is not retried: it is thrown with `outcomeUnknown`, because the backend may still apply
+    /// the first request after a newer command (a slow OFF landing after an ON).
     public func executeCommand(_ command: DeviceCommand) async throws(GatewayError) -> CommandOutcome {
         let action = try action(for: command)
         var request = HTTPClientRequest(
@@ -141,11 +161,11 @@ public final class ConsciousnessVendor: Vendor {
             request, as: WireControlAnswer.self, context: "control answer", use: .command, authorizer: session
         )
         if let status = answer.status?.lowercased(), status != "success" {
-            throw GatewayError(
+            throw http.redactor.redact(GatewayError(
                 .vendorRejected,
                 message: "Vendor '\(instanceID)' refused to \(action.replacing("_", with: " ")) '\(GatewayError.clip(command.vendorDeviceID))': "
                     + GatewayError.clip(answer.message ?? status) + "."
-            )
+            ))
         }
         guard let device = answer.device else {
             // The served contract always returns the device; without it the switch is what we know.
@@ -153,7 +173,7 @@ public final class ConsciousnessVendor: Vendor {
             remember(command.vendorDeviceID, confirmed)
             return CommandOutcome(confirmed: confirmed)
         }
-        let mapped = ConsciousnessMapping.map(device, vendorID: instanceID, now: http.now())
+        let mapped = ConsciousnessMapping.map(device, vendorID: instanceID, now: http.now(), temperatureUnit: options.temperatureUnit)
         remember(device.id, mapped.values)
         return CommandOutcome(confirmed: mapped.values)
     }
@@ -202,11 +222,11 @@ public final class ConsciousnessVendor: Vendor {
                 sink.send(.state(item.command.device, confirmed, observedAt: observed))
                 results[item.command.id] = .success(CommandOutcome(confirmed: confirmed))
             } else {
-                results[item.command.id] = .failure(GatewayError(
+                results[item.command.id] = .failure(http.redactor.redact(GatewayError(
                     .vendorRejected,
                     message: "Vendor '\(instanceID)' refused to \(item.action.replacing("_", with: " ")) "
                         + "'\(GatewayError.clip(item.command.vendorDeviceID))': \(GatewayError.clip(result.message ?? result.status ?? "no reason given"))."
-                ))
+                )))
             }
         }
         return results
@@ -216,11 +236,25 @@ public final class ConsciousnessVendor: Vendor {
 
     private func fetchDevices(use: QuotaScheduler.Use) async throws(GatewayError) -> [ConsciousnessMapping.Mapped] {
         let request = HTTPClientRequest(url: "\(options.apiBase)/devices", timeout: options.timeout)
-        let list = try await http.sendJSON(request, as: WireDeviceList.self, context: "device list", use: use, authorizer: session)
+        let list: WireDeviceList
+        do throws(GatewayError) {
+            list = try await http.sendJSON(request, as: WireDeviceList.self, context: "device list", use: use, authorizer: session)
+        } catch where error.code == .notFound {
+            // The device list is the backend's core route: a 404 means the url points elsewhere.
+            var missing = error
+            missing.suggestion = "Check the vendor's url: it must be the server root (e.g. http://host:8000) of the house "
+                + "consciousness backend; the gateway tries again with a growing pause."
+            http.holdOff(after: missing)
+            throw missing
+        }
         let now = http.now()
-        var seen: Set<DeviceID> = []
-        // A duplicated backend id would give two devices one topic; the first wins.
-        return list.devices.map { ConsciousnessMapping.map($0, vendorID: instanceID, now: now) }.filter { seen.insert($0.device.id).inserted }
+        let mapped = list.devices.map { ConsciousnessMapping.map($0, vendorID: instanceID, now: now, temperatureUnit: options.temperatureUnit) }
+        let (devices, problems) = ConsciousnessMapping.assignIDs(mapped, vendorID: instanceID)
+        let fresh = known.withLock { known in problems.filter { known.reportedIDProblems.insert($0).inserted } }
+        for problem in fresh {
+            logger.warning("Vendor '\(instanceID)': \(problem).")
+        }
+        return devices
     }
 
     private func pollHouse(use: QuotaScheduler.Use) async throws(GatewayError) {

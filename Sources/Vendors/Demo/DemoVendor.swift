@@ -105,4 +105,10 @@ public final class DemoVendor: Vendor {
         guard let values else { throw GatewayError.unknownDevice(device.rawValue) }
         sink.send(.state(device, values, observedAt: now()))
     }
+
+    /// The device's current simulated values; reading them has no side effects.
+    public func readState(_ device: DeviceID) async throws -> [String: StateValue] {
+        guard let values = world.withLock({ $0.snapshot()[device] }) else { throw GatewayError.unknownDevice(device.rawValue) }
+        return values
+    }
 }

@@ -25,8 +25,13 @@ public protocol VendorAuthorizer: Sendable {
 /// Every call (poll, refresh, command, login) goes through `send`/`sendJSON`, which run it under the
 /// instance's one circuit breaker, retry policy and optional quota (`resilientCall`), map transport
 /// failures and statuses to `GatewayError` through the `ErrorClassifier` only, and keep the vendor's
-/// health. A `.health` event goes out through the sink whenever the health state, the breaker state
-/// or the last error changes — not on every success.
+/// health. A `.health` event goes out through the sink whenever the health state, the breaker state,
+/// the last error or `next_attempt` changes — not on every success.
+///
+/// Failures that trying again soon cannot fix — the credentials were refused, or the API's URL answers 404 —
+/// are held off (`holdOff(after:)`): calls fail locally with the same error, without a request, for a back-off
+/// that doubles from `holdOffBase` up to `holdOffCap`; the vendor is `down` with `next_attempt` set until a
+/// call succeeds. Every error's text passes the vendor's `SecretRedactor` before anyone sees it.
 public final class VendorHTTP: Sendable {
     public struct Settings: Sendable {
         public var breaker: CircuitBreaker.Settings
@@ -39,11 +44,18 @@ public final class VendorHTTP: Sendable {
         public var unreachableThreshold: Int
         /// How the server's TLS identity is checked (`tls:` in the vendor's config).
         public var tls: TLSPolicy
+        /// First wait after a held-off failure (refused credentials, 404 API); doubles on each repeat.
+        public var holdOffBase: Duration
+        /// Longest wait between attempts while held off.
+        public var holdOffCap: Duration
 
         public init(
             breaker: CircuitBreaker.Settings = .init(), retry: RetryPolicy = .init(), quota: QuotaScheduler.Settings? = nil,
-            classifier: ErrorClassifier.Settings = .init(), unreachableThreshold: Int = 3, tls: TLSPolicy = .system
+            classifier: ErrorClassifier.Settings = .init(), unreachableThreshold: Int = 3, tls: TLSPolicy = .system,
+            holdOffBase: Duration = .seconds(15), holdOffCap: Duration = .seconds(300)
         ) {
+            self.holdOffBase = max(.seconds(1), holdOffBase)
+            self.holdOffCap = max(self.holdOffBase, holdOffCap)
             self.breaker = breaker
             self.retry = retry
             self.quota = quota
@@ -57,6 +69,8 @@ public final class VendorHTTP: Sendable {
         var state: VendorHealth.State
         var breaker: String
         var lastError: GatewayError?
+        /// Whole seconds, so the jitter of computing it from "now + remaining" does not count as a move.
+        var nextAttempt: Int64?
     }
 
     private struct Tracking {
@@ -65,6 +79,13 @@ public final class VendorHTTP: Sendable {
         var lastAttemptFailed = false
         var consecutiveUnreachable = 0
         var published: Published?
+        /// Held-off failures since the last success; > 0 means the vendor is `down`.
+        var holdOffs = 0
+        /// Until when calls fail locally (on `time`), and the same moment on the wall clock for `next_attempt`.
+        var heldUntil: Duration?
+        var heldUntilDate: Date?
+        /// The error held-off calls fail with: one error, one text.
+        var heldError: GatewayError?
     }
 
     public let vendorID: String
@@ -80,6 +101,10 @@ public final class VendorHTTP: Sendable {
     /// Wall-clock time for health dates and `Retry-After` HTTP dates.
     public let now: @Sendable () -> Date
     private let unreachableThreshold: Int
+    private let holdOffBase: Duration
+    private let holdOffCap: Duration
+    /// The vendor's secrets (password, current token), cut out of every vendor-derived message.
+    public let redactor: SecretRedactor
     private let sink: VendorEventSink
     private let tracking = Mutex(Tracking())
 
@@ -98,8 +123,12 @@ public final class VendorHTTP: Sendable {
         breaker = CircuitBreaker(vendor: vendorID, settings: settings.breaker, time: time)
         retry = settings.retry
         quota = settings.quota.map { QuotaScheduler(vendor: vendorID, settings: $0, time: time) }
-        classifier = ErrorClassifier(vendor: vendorID, settings: settings.classifier)
+        let redactor = SecretRedactor()
+        self.redactor = redactor
+        classifier = ErrorClassifier(vendor: vendorID, settings: settings.classifier, redactor: redactor)
         unreachableThreshold = settings.unreachableThreshold
+        holdOffBase = settings.holdOffBase
+        holdOffCap = settings.holdOffCap
         trust = TLSTrustResolver(
             vendorID: vendorID, policy: settings.tls, store: pinStore ?? InMemoryTLSPinStore(), client: client,
             classifier: classifier, logger: logger
@@ -146,10 +175,14 @@ public final class VendorHTTP: Sendable {
     public func check(_ response: HTTPClientResponse, expectsJSON: Bool) throws(GatewayError) {
         var headers: [String: String] = [:]
         for field in response.headers where headers[field.name] == nil { headers[field.name] = field.value }
-        if let error = classifier.classify(
+        if var error = classifier.classify(
             status: response.status, headers: headers, body: response.body, expectsJSON: expectsJSON, now: now()
         ) {
-            throw error
+            if error.code == .notFound, !response.effectiveURL.isEmpty {
+                // Name the URL: a wrong `url` setting answers 404 everywhere, and the URL shows it at once.
+                error.message += " URL: \(ErrorClassifier.displayURL(response.effectiveURL))"
+            }
+            throw redactor.redact(error)
         }
     }
 
@@ -157,6 +190,10 @@ public final class VendorHTTP: Sendable {
         _ request: HTTPClientRequest, use: QuotaScheduler.Use, authorizer: (any VendorAuthorizer)?,
         interpret: (HTTPClientResponse) throws(GatewayError) -> T
     ) async throws(GatewayError) -> T {
+        if let held = heldError() {
+            publishHealthIfChanged()
+            throw held
+        }
         do throws(GatewayError) {
             if let authorizer { try await authorizer.prepare() }
             let credentials = CredentialsTag()
@@ -171,10 +208,42 @@ public final class VendorHTTP: Sendable {
             publishHealthIfChanged()
             return value
         } catch {
+            let error = redactor.redact(error)
             recordFinal(error)
             publishHealthIfChanged()
             throw error
         }
+    }
+
+    // MARK: Holding off
+
+    /// The error to fail with while a hold-off runs (nil: calls may go out).
+    private func heldError() -> GatewayError? {
+        let now = time.now()
+        return tracking.withLock { tracking in
+            guard let until = tracking.heldUntil, now < until else { return nil }
+            return tracking.heldError
+        }
+    }
+
+    /// Stops calls for a back-off after a failure that an immediate retry cannot fix: refused credentials,
+    /// or an API whose URL answers 404. The wait doubles from `holdOffBase` with each repeat, up to
+    /// `holdOffCap`; the vendor is `down` with `next_attempt` set, and held calls throw `error` unchanged.
+    public func holdOff(after error: GatewayError) {
+        let error = redactor.redact(error)
+        let now = time.now()
+        let wallNow = self.now()
+        tracking.withLock { tracking in
+            tracking.holdOffs += 1
+            let factor = Double(sign: .plus, exponent: min(tracking.holdOffs - 1, 30), significand: 1)
+            let wait = min(holdOffCap, .fromSeconds(holdOffBase.seconds * factor))
+            tracking.heldUntil = now + wait
+            tracking.heldUntilDate = wallNow.addingTimeInterval(wait.seconds.rounded())
+            tracking.heldError = error
+            tracking.lastError = error
+            tracking.lastAttemptFailed = true
+        }
+        publishHealthIfChanged()
     }
 
     /// The `reauthenticate` step of `resilientCall`: renew the credentials the failed attempt used.
@@ -198,7 +267,10 @@ public final class VendorHTTP: Sendable {
             do {
                 response = try await client.send(request)
             } catch {
-                throw explained(classifier.classify(Self.transportFailure(error), timeout: request.timeout), url: request.url)
+                throw explained(
+                    classifier.classify(Self.transportFailure(error), timeout: request.timeout, requestSent: error.requestSent),
+                    url: request.url
+                )
             }
             trust.recordSuccess(url: request.url)
             let value = try interpret(response)
@@ -248,6 +320,10 @@ public final class VendorHTTP: Sendable {
                 tracking.lastSuccess = now
                 tracking.lastAttemptFailed = false
                 tracking.consecutiveUnreachable = 0
+                tracking.holdOffs = 0
+                tracking.heldUntil = nil
+                tracking.heldUntilDate = nil
+                tracking.heldError = nil
                 return
             }
             // A refused token is renewed by the caller; only a final refusal is news (see `recordFinal`).
@@ -262,6 +338,9 @@ public final class VendorHTTP: Sendable {
     /// The error a whole call ended with. Our own protections (breaker, quota) and cancellation say nothing
     /// new about the vendor, so the cause that tripped them stays the last error.
     private func recordFinal(_ error: GatewayError) {
+        // A refusal the caller is about to turn into its final form (a login's "check the password") is not
+        // recorded in between, so one failure shows one text.
+        guard !error.requiresReauthentication else { return }
         switch error.code {
         case .breakerOpen, .quotaExhausted, .interrupted:
             return
@@ -295,7 +374,10 @@ public final class VendorHTTP: Sendable {
         let now = now()
         tracking.withLock { tracking in
             let health = makeHealth(tracking, breaker: snapshot, now: now)
-            let key = Published(state: health.state, breaker: health.breaker, lastError: health.lastError)
+            let key = Published(
+                state: health.state, breaker: health.breaker, lastError: health.lastError,
+                nextAttempt: health.nextAttempt.map { Int64($0.timeIntervalSince1970.rounded()) }
+            )
             guard force || tracking.published != key else { return }
             tracking.published = key
             // Sent under the lock so concurrent calls cannot reorder health events.
@@ -303,9 +385,20 @@ public final class VendorHTTP: Sendable {
         }
     }
 
+    /// When the gateway will next call the vendor: the end of a hold-off or of the breaker's open time.
+    /// Never a moment in the past: once it passed, the next call is simply the next poll (nil).
+    private func nextAttempt(_ tracking: Tracking, breaker snapshot: CircuitBreaker.Snapshot, now: Date) -> Date? {
+        var candidates: [Date] = []
+        if let held = tracking.heldUntilDate, held > now { candidates.append(held) }
+        if let remaining = snapshot.nextAttemptIn, remaining > .zero {
+            candidates.append(now.addingTimeInterval(remaining.seconds.rounded()))
+        }
+        return candidates.max()
+    }
+
     private func makeHealth(_ tracking: Tracking, breaker snapshot: CircuitBreaker.Snapshot, now: Date) -> VendorHealth {
         let state: VendorHealth.State
-        if snapshot.state == .open || tracking.consecutiveUnreachable >= unreachableThreshold {
+        if snapshot.state == .open || tracking.consecutiveUnreachable >= unreachableThreshold || tracking.holdOffs > 0 {
             state = .down
         } else if snapshot.state == .halfOpen || tracking.lastAttemptFailed || snapshot.failuresInWindow > 0 {
             state = .degraded
@@ -321,7 +414,7 @@ public final class VendorHTTP: Sendable {
         }
         return VendorHealth(
             vendorID: vendorID, state: state, breaker: snapshot.state.rawValue, lastSuccess: tracking.lastSuccess,
-            lastError: tracking.lastError, nextAttempt: snapshot.nextAttemptIn.map { now.addingTimeInterval($0.seconds) },
+            lastError: tracking.lastError, nextAttempt: nextAttempt(tracking, breaker: snapshot, now: now),
             quota: usage
         )
     }

@@ -1,0 +1,100 @@
+import GatewayModel
+import Synchronization
+
+/// Removes a vendor's secrets (password, API key, the current bearer token) from text the vendor sent back,
+/// before it becomes part of a message that is logged, published or stored. Backends echo credentials in
+/// 401 details, pydantic 422 `input` fields and HTML debug pages; the generic token heuristic of
+/// `ErrorClassifier.sanitized` misses short or punctuated passwords, so the configured values are cut out by name.
+///
+/// Each secret is also matched in its JSON-escaped, HTML-escaped and percent-encoded forms. Values shorter than
+/// `minimumLength` are not redacted (cutting every "ab" would garble messages and hide nothing).
+public final class SecretRedactor: Sendable {
+    public static let replacement = "[redacted]"
+    public static let minimumLength = 4
+
+    private let secrets = Mutex<[String: [String]]>([:])
+
+    public init() {}
+
+    /// Sets (or with nil removes) the secret called `name`, e.g. "password" or "token".
+    public func set(_ name: String, _ value: String?) {
+        let forms = value.map(Self.forms) ?? []
+        secrets.withLock { $0[name] = forms.isEmpty ? nil : forms }
+    }
+
+    /// `text` with every known secret form replaced by `[redacted]`.
+    public func redact(_ text: String) -> String {
+        let forms = secrets.withLock { $0.values.flatMap { $0 } }.sorted { $0.count > $1.count }
+        var out = text
+        for form in forms where out.contains(form) {
+            out = out.replacing(form, with: Self.replacement)
+        }
+        return out
+    }
+
+    /// `error` with its message and suggestion redacted.
+    public func redact(_ error: GatewayError) -> GatewayError {
+        var copy = error
+        copy.message = redact(error.message)
+        copy.suggestion = redact(error.suggestion)
+        return copy
+    }
+
+    static func forms(_ value: String) -> [String] {
+        guard value.count >= minimumLength else { return [] }
+        var forms: Set<String> = [value]
+        // Inside JSON, and inside a JSON string that quotes a JSON body (pydantic's `input`); with and
+        // without `\/` (Foundation's encoder escapes slashes).
+        for inner in [false, true] {
+            let once = jsonEscaped(value, escapeSlash: inner)
+            forms.insert(once)
+            for outer in [false, true] { forms.insert(jsonEscaped(once, escapeSlash: outer)) }
+        }
+        forms.insert(htmlEscaped(value))
+        forms.insert(htmlEscaped(value).replacing("&#39;", with: "&#x27;"))
+        forms.insert(percentEncoded(value))
+        return Array(forms)
+    }
+
+    static func jsonEscaped(_ value: String, escapeSlash: Bool = false) -> String {
+        var out = ""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "/": out += escapeSlash ? "\\/" : "/"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
+    }
+
+    static func htmlEscaped(_ value: String) -> String {
+        value.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
+            .replacing("\"", with: "&quot;").replacing("'", with: "&#39;")
+    }
+
+    static func percentEncoded(_ value: String) -> String {
+        var out = ""
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = String(byte, radix: 16, uppercase: true)
+                out += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return out
+    }
+}
