@@ -1,0 +1,64 @@
+import ConsciousnessSimulator
+import Foundation
+@testable import Gateway
+import GatewayTesting
+import MQTT
+import Testing
+
+/// The command sequence seen against a real backend that answered after 30 s: one `/set` reached it seven
+/// times, and `slow → OFF → fast → ON` ended OFF. Here the simulator applies a control request 3 s late
+/// (after the gateway's 1 s timeout, the work goes on) — the gateway must send each command once and
+/// the device must end as the last command said.
+@Suite struct SlowBackendCommandTests {
+    static let kitchen = "consciousness_lights-kitchen"
+    static let control = FaultMatch(pathPrefix: "/api/v1/devices/lights-kitchen/control")
+
+    @Test func aCommandToASlowBackendIsSentOnceAndConfirmedByReadingBack() async throws {
+        let simulator = try await ResilienceIntegrationTests.simulator()
+        let directory = try ResilienceIntegrationTests.directory()
+        let gateway = try await GatewayHarness.start(
+            directory: directory, vendors: await ResilienceIntegrationTests.vendorYAML(simulator, pollInterval: 30), storage: true)
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/#", "replies/#")
+        try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)", timeout: .seconds(10))
+
+        simulator.inject(.late(delay: .seconds(3)), times: 1, matching: Self.control)
+        try await client.publish("lbs/device/\(Self.kitchen)/set", #"{"state":"OFF"}"#, qos: .atLeastOnce, responseTopic: "replies/off")
+        let answer = try await client.waitForMessage(topic: "replies/off", timeout: .seconds(20))
+        #expect(answer.text.contains(#""status":"ok""#), "\(answer.text)")
+        #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)
+        await client.shutdown()
+    }
+
+    @Test func slowOffThenFastOnEndsOnAndEachIsSentOnce() async throws {
+        let simulator = try await ResilienceIntegrationTests.simulator()
+        let directory = try ResilienceIntegrationTests.directory()
+        let gateway = try await GatewayHarness.start(
+            directory: directory, vendors: await ResilienceIntegrationTests.vendorYAML(simulator, pollInterval: 30), storage: true)
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/#", "replies/#")
+        try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)", timeout: .seconds(10))
+
+        simulator.inject(.late(delay: .seconds(3)), times: 1, matching: Self.control)
+        try await client.publish("lbs/device/\(Self.kitchen)/set", #"{"state":"OFF"}"#, qos: .atLeastOnce, responseTopic: "replies/off")
+        try await waitUntil("OFF reached the backend") { simulator.counters.requestsByRoute["PUT /api/v1/devices/lights-kitchen/control"] == 1 }
+        // The backend is fast again (the fault was for one request); the user switches it back on.
+        try await client.publish("lbs/device/\(Self.kitchen)/set", #"{"state":"ON"}"#, qos: .atLeastOnce, responseTopic: "replies/on")
+        let on = try await client.waitForMessage(topic: "replies/on", timeout: .seconds(30))
+        #expect(on.text.contains(#""status":"ok""#), "\(on.text)")
+        let off = try await client.waitForMessage(topic: "replies/off", timeout: .seconds(5))
+        #expect(off.text.contains(#""status":"ok""#), "the late OFF was carried out: \(off.text)")
+        // Nothing is still on its way to the backend: the device stays as the last command said.
+        try await Task.sleep(for: .seconds(1))
+        #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)
+        #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_on") == 1)
+        // The backend's own view of the light, not only what the gateway published.
+        let backend = try JSONSerialization.jsonObject(with: Data(simulator.devicesJSON().utf8))
+        let list = (backend as? [[String: Any]]) ?? ((backend as? [String: Any])?["devices"] as? [[String: Any]]) ?? []
+        let light = try #require(list.first { $0["id"] as? String == "lights-kitchen" })
+        #expect((light["properties"] as? [String: Any])?["power"] as? Bool == true, "backend: \(light)")
+        let state = try #require(client.messages(on: "lbs/device/\(Self.kitchen)").last?.json)
+        #expect(state["state"] as? String == "ON")
+        await client.shutdown()
+    }
+}
