@@ -58,6 +58,7 @@ public enum ConfigLoader {
         reader.rejectUnknownKeys(in: mqttNode, at: "mqtt", allowed: [
             "url", "base_topic", "client_id", "version", "username", "password_file", "keepalive", "ca_file", "cert_file",
             "key_file", "retain_state", "max_payload_bytes", "reconnect_min_delay", "reconnect_max_delay",
+            "ca_path", "offline_queue_size",
         ])
         if mqttNode?["password"] != nil {
             reader.problem("mqtt.password", "passwords are not read from the config file", fix: "use mqtt.password_file or the \(Environment.password) environment variable")
@@ -92,6 +93,14 @@ public enum ConfigLoader {
                 mqtt[keyPath: setter] = resolved
             }
         }
+        if let directory = reader.string(mqttNode?["ca_path"], at: "mqtt.ca_path") {
+            let resolved = resolve(directory, baseDirectory: baseDirectory)
+            var isDirectory: ObjCBool = false
+            if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory) || !isDirectory.boolValue {
+                reader.problem("mqtt.ca_path", "'\(directory)' is not a directory", fix: "give a directory of CA certificates hashed with 'openssl rehash'")
+            }
+            mqtt.caPath = resolved
+        }
         if (mqtt.certFile == nil) != (mqtt.keyFile == nil) {
             reader.problem("mqtt.cert_file", "a client certificate needs both cert_file and key_file", fix: "set both or neither")
         }
@@ -99,6 +108,7 @@ public enum ConfigLoader {
         if let limit = reader.number(mqttNode?["max_payload_bytes"], at: "mqtt.max_payload_bytes", range: 64...16_777_216) { mqtt.maxPayloadBytes = Int(limit) }
         if let delay = reader.number(mqttNode?["reconnect_min_delay"], at: "mqtt.reconnect_min_delay", range: 0.05...60) { mqtt.reconnectMinDelay = delay }
         if let delay = reader.number(mqttNode?["reconnect_max_delay"], at: "mqtt.reconnect_max_delay", range: 0.1...3600) { mqtt.reconnectMaxDelay = delay }
+        if let size = reader.number(mqttNode?["offline_queue_size"], at: "mqtt.offline_queue_size", range: 0...1_000_000) { mqtt.offlineQueueSize = Int(size) }
 
         // homeassistant
         var ha = HomeAssistantSettings()
