@@ -437,6 +437,9 @@ final class ClientCore: Sendable {
             }
             func hold() -> PublishOutcome {
                 guard retain || qos != .atMostOnce else { return .dropped }
+                // Refuse what libmosquitto would refuse now, not after the reconnect (wildcards, bad UTF-8).
+                let check = mosquitto_pub_topic_check2(topic, topic.utf8.count)
+                guard check == .mosqSuccess else { return .failed(.library(check, "publish to \(topic) failed")) }
                 let message = OfflineMessage(topic: topic, payload: Array(payload), qos: qos, retain: retain,
                                              properties: properties, token: token)
                 displaced = state.queue.enqueue(message)

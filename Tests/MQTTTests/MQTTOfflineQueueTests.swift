@@ -220,3 +220,19 @@ struct MQTTConnectOrderingTests {
         listener.stop()
     }
 }
+
+@Suite("MQTT offline queue refuses bad topics at once")
+struct OfflineQueueTopicCheckTests {
+    @Test func aWildcardTopicIsRefusedWhileOfflineInsteadOfFailingAfterTheReconnect() throws {
+        let listener = try FirstPacketListener()
+        let client = try MQTTClient(configuration: MQTTConfiguration(url: listener.url, clientID: TestMQTTClient.uniqueClientID("oqt")))
+        let result = client.publish("lbs/device/+/state", "x", qos: .atLeastOnce, retain: true)
+        guard case .failed(let error) = result else {
+            Issue.record("expected a refusal, got \(result)")
+            return
+        }
+        #expect(error.kind == .library)
+        #expect(client.offlineQueueDepth == 0)
+        listener.stop()
+    }
+}
