@@ -199,11 +199,13 @@ enum GatewayBench {
         return (ThroughputResult(messages: total, delivered: end == nil ? counter.received() : total, seconds: seconds((end ?? .now) - start)), deviceCount)
     }
 
-    /// `/set` → new state on the device topic, measured by a separate MQTT client.
-    static func setLatency(broker: MosquittoBroker, extraDevices: Int, iterations: Int) async throws -> [Double] {
+    /// `/set` → new state on the device topic, measured by a separate MQTT client that publishes the `/set` and
+    /// subscribes to the state with `qos` (QoS 1: the broker, the gateway and the client each PUBACK on the way).
+    static func setLatency(broker: MosquittoBroker, extraDevices: Int, iterations: Int,
+                           qos: MQTTQoS = .atMostOnce) async throws -> [Double] {
         let gateway = try await InProcessGateway.start(broker: broker, extraDevices: extraDevices)
         try await Task.sleep(for: .seconds(2))
-        var configuration = try MQTTConfiguration(url: broker.url, clientID: "bench-rtt")
+        var configuration = try MQTTConfiguration(url: broker.url, clientID: "bench-rtt-qos\(qos.rawValue)")
         configuration.inboundBufferSize = 100_000
         let client = try MQTTClient(configuration: configuration)
         let (seen, continuation) = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .unbounded)
@@ -211,7 +213,7 @@ enum GatewayBench {
         let forward = Task { for await message in messages { continuation.yield(message.payload) } }
         client.start()
         try await waitUntil("latency client connected", timeout: .seconds(10)) { client.isConnected }
-        try await client.subscribeAndWait(["lbs/device/demo_light"], qos: .atMostOnce, timeout: .seconds(5))
+        try await client.subscribeAndWait(["lbs/device/demo_light"], qos: qos, timeout: .seconds(5))
         var iterator = seen.makeAsyncIterator()
         // Skip the retained snapshot.
         _ = await iterator.next()
@@ -221,7 +223,7 @@ enum GatewayBench {
             let brightness = index % 2 == 0 ? 10 + index % 80 : 90 - index % 80
             let needle = Array("\"brightness\":\(brightness),".utf8)
             let start = ContinuousClock.now
-            client.publish("lbs/device/demo_light/set", Array("{\"brightness\":\(brightness)}".utf8), qos: .atMostOnce)
+            client.publish("lbs/device/demo_light/set", Array("{\"brightness\":\(brightness)}".utf8), qos: qos)
             while let payload = await iterator.next() {
                 if payload.firstRange(of: needle) != nil { break }
             }

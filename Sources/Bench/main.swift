@@ -1,8 +1,9 @@
 import Foundation
 import GatewayTesting
+import MQTT
 
 // lbs-bench: benchmark programs whose numbers go into the README.
-//   swift build -c release && .build/release/lbs-bench [gateway|cache|all]
+//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|all]
 // Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
 
 let mode = CommandLine.arguments.dropFirst().first ?? "all"
@@ -35,6 +36,9 @@ if mode == "gateway" || mode == "all" {
     let samples = try await GatewayBench.setLatency(broker: broker, extraDevices: extra, iterations: 2000)
     line("set_to_state_p50", String(format: "%.3f ms", GatewayBench.percentile(samples, 0.5)))
     line("set_to_state_p99", String(format: "%.3f ms (target < 5 ms)", GatewayBench.percentile(samples, 0.99)))
+    let qos1 = try await GatewayBench.setLatency(broker: broker, extraDevices: extra, iterations: 2000, qos: .atLeastOnce)
+    line("set_to_state_qos1_p50", String(format: "%.3f ms", GatewayBench.percentile(qos1, 0.5)))
+    line("set_to_state_qos1_p99", String(format: "%.3f ms (target < 5 ms)", GatewayBench.percentile(qos1, 0.99)))
     let memory = try await GatewayBench.residentMemory(broker: broker, extraDevices: extra, settle: .seconds(10))
     line("rss_with_1000_devices", String(format: "%.1f MB (peak %.1f MB, target < 30 MB)", Double(memory.rssKB) / 1024, Double(memory.peakKB) / 1024))
     await broker.stop()
@@ -48,6 +52,22 @@ if mode == "publish" {
         line("gateway_state_publish_rate", String(format: "%.0f msg/s (%d devices, %d of %d delivered)", result.rate, count, result.delivered, result.messages))
     }
     await broker.stop()
+}
+
+// `/set` round trips only, QoS 0 and QoS 1.
+if mode == "latency" {
+    // Also against a broker with `set_tcp_nodelay true`: mosquitto's own Nagle otherwise holds the state PUBLISH
+    // behind its PUBACK to a client that publishes and subscribes on one connection (the bench client).
+    for brokerConfig in ["", "set_tcp_nodelay true"] {
+        let broker = try await MosquittoBroker.started(extraConfiguration: brokerConfig)
+        for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
+            let samples = try await GatewayBench.setLatency(broker: broker, extraDevices: 1000, iterations: 500, qos: qos)
+            line("set_to_state_qos\(qos.rawValue)\(brokerConfig.isEmpty ? "" : " (broker: \(brokerConfig))")",
+                 String(format: "p50 %.3f ms, p99 %.3f ms (500 round trips)",
+                        GatewayBench.percentile(samples, 0.5), GatewayBench.percentile(samples, 0.99)))
+        }
+        await broker.stop()
+    }
 }
 
 // Resident memory only (LBS_BENCH_GATEWAY=<binary> to measure another build).

@@ -182,7 +182,7 @@ private final class PipePair: Sendable {
 }
 
 /// Starts a detached pthread running `body`.
-private func spawnThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+func spawnThread(_ body: @escaping @Sendable () -> Void) -> Bool {
     final class Box: Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }

@@ -15,23 +15,51 @@ enum Completion: Sendable {
 
 /// The userdata behind libmosquitto's callbacks. Callbacks only copy data and hand it over:
 /// no I/O, no calls back into libmosquitto, only short locks that never wrap a libmosquitto call.
+///
+/// Acknowledgement waiters are keyed by a token (one per `publishAndWait`/`subscribeAndWait`), because a
+/// message waiting in the offline queue has no libmosquitto mid yet: the network thread links the mid to the
+/// token when it hands the message over (`link(token:mid:)`), before it can read that message's PUBACK.
 final class CallbackBox: Sendable {
     let messages: AsyncStream<MQTTMessage>.Continuation
     let events: AsyncStream<MQTTConnectionEvent>.Continuation
     let droppedMessages = Atomic<Int>(0)
     let isConnected = Atomic<Bool>(false)
-    /// Set by a successful CONNACK, consumed by the network thread to reset the back-off.
+    /// Set by a successful CONNACK; the network thread opens the gate and announces `.connected`.
+    let connackReceived = Atomic<Bool>(false)
+    /// Set when `.connected` was announced, consumed by the network thread to reset the back-off.
     let connectedSinceLastCheck = Atomic<Bool>(false)
     /// The CONNACK reason of the last refused connect attempt (0 = none).
     let lastRefusal = Atomic<Int32>(0)
+    /// What the last TLS handshake found wrong (from libmosquitto's log lines), reset per attempt.
+    let tlsFailure = Mutex<MQTTTLSFailure?>(nil)
     private let completions = Mutex(CompletionTable())
 
+    private struct Waiter {
+        var continuation: CheckedContinuation<Completion, Never>
+        var mid: Int32?
+    }
+
     private struct CompletionTable {
-        var waiters: [Int32: CheckedContinuation<Completion, Never>] = [:]
-        /// Completions that arrived before their waiter registered (kept only while someone registers).
-        var early: [Int32: Completion] = [:]
+        var waiters: [UInt64: Waiter] = [:]
+        /// The waiting token per in-flight mid.
+        var tokenForMid: [Int32: UInt64] = [:]
+        /// While someone registers: completions (by mid) and failures (by token) that came first,
+        /// and mids linked to tokens whose waiter is not stored yet.
+        var earlyByMid: [Int32: Completion] = [:]
+        var earlyByToken: [UInt64: Completion] = [:]
+        var linkedMid: [UInt64: Int32] = [:]
         var registering = 0
+        var nextToken: UInt64 = 0
         var closed = false
+
+        mutating func endRegistration() {
+            registering -= 1
+            if registering == 0 {
+                earlyByMid.removeAll()
+                earlyByToken.removeAll()
+                linkedMid.removeAll()
+            }
+        }
     }
 
     init(messages: AsyncStream<MQTTMessage>.Continuation, events: AsyncStream<MQTTConnectionEvent>.Continuation) {
@@ -43,12 +71,18 @@ final class CallbackBox: Sendable {
 
     func didConnect(reason: Int32) {
         if reason == 0 {
-            isConnected.store(true, ordering: .sequentiallyConsistent)
-            connectedSinceLastCheck.store(true, ordering: .sequentiallyConsistent)
-            events.yield(.connected)
+            // `.connected` follows once the network thread has flushed the offline queue.
+            connackReceived.store(true, ordering: .sequentiallyConsistent)
         } else {
             lastRefusal.store(reason, ordering: .sequentiallyConsistent)
         }
+    }
+
+    /// Called by the network thread after the offline queue went out.
+    func announceConnected() {
+        isConnected.store(true, ordering: .sequentiallyConsistent)
+        connectedSinceLastCheck.store(true, ordering: .sequentiallyConsistent)
+        events.yield(.connected)
     }
 
     func didDisconnect(code: Int32) {
@@ -60,6 +94,47 @@ final class CallbackBox: Sendable {
         default: .library(code, "connection lost")
         }
         events.yield(.disconnected(error))
+    }
+
+    /// libmosquitto's error lines during a TLS handshake: keep the most specific reason.
+    func didLog(_ mosq: OpaquePointer?, level: Int32, text: String) {
+        guard level == Int32(MOSQ_LOG_ERR) else { return }
+        var found: MQTTTLSFailure?
+        if text.contains("host name verification failed") {
+            found = .hostnameMismatch
+        } else if text.contains("Unable to load CA certificates") {
+            found = .caUnreadable
+        } else if text.hasPrefix("OpenSSL Error") {
+            let verify = mosq.map { lbs_mosquitto_tls_verify_result($0) } ?? -1
+            found = Self.failure(verifyResult: verify, openSSLText: text)
+        }
+        guard let found else { return }
+        tlsFailure.withLock { current in
+            // The first specific reason wins: OpenSSL's generic lines follow libmosquitto's own.
+            switch current {
+            case nil, .handshakeFailed?: current = found
+            default: break
+            }
+        }
+    }
+
+    static func failure(verifyResult: Int, openSSLText: String) -> MQTTTLSFailure {
+        switch Int32(truncatingIfNeeded: verifyResult) {
+        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY,
+             X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN,
+             X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+            return .unknownCA
+        case X509_V_ERR_CERT_HAS_EXPIRED: return .expiredCertificate
+        case X509_V_ERR_CERT_NOT_YET_VALID: return .certificateNotYetValid
+        case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH: return .hostnameMismatch
+        case X509_V_OK, -1:
+            // Not a certificate problem: OpenSSL's reason, e.g. "wrong version number" (no TLS on that port).
+            // "OpenSSL Error[0]: error:0A00010B:SSL routines::wrong version number": the text after the last colon.
+            let reason = openSSLText.split(separator: ":").last.map { String($0.drop(while: { $0 == " " })) } ?? ""
+            return .handshakeFailed(reason.isEmpty ? openSSLText : reason)
+        case let code:
+            return .verificationFailed(String(cString: lbs_tls_verify_error_string(Int(code))))
+        }
     }
 
     func didReceive(_ message: UnsafePointer<mosquitto_message>, properties: OpaquePointer?) {
@@ -94,69 +169,105 @@ final class CallbackBox: Sendable {
     }
 
     func didComplete(mid: Int32, _ completion: Completion) {
-        let waiter: CheckedContinuation<Completion, Never>? = completions.withLock { table in
-            if let waiter = table.waiters.removeValue(forKey: mid) { return waiter }
-            if table.registering > 0, table.early.count < 65_536 { table.early[mid] = completion }
+        let continuation: CheckedContinuation<Completion, Never>? = completions.withLock { table in
+            if let token = table.tokenForMid.removeValue(forKey: mid),
+               let waiter = table.waiters.removeValue(forKey: token) {
+                return waiter.continuation
+            }
+            if table.registering > 0, table.earlyByMid.count < 65_536 { table.earlyByMid[mid] = completion }
             return nil
         }
-        waiter?.resume(returning: completion)
+        continuation?.resume(returning: completion)
     }
 
     // MARK: waiting for acknowledgements (any thread)
 
-    /// Announces that a waiter for a not-yet-known mid is about to register; false after close.
-    func beginRegistration() -> Bool {
+    /// Announces a waiter that registers after its operation started; nil after close.
+    func beginRegistration() -> UInt64? {
         completions.withLock { table in
-            guard !table.closed else { return false }
+            guard !table.closed else { return nil }
             table.registering += 1
-            return true
+            table.nextToken += 1
+            return table.nextToken
         }
     }
 
-    /// Withdraws a `beginRegistration` whose operation never got a mid.
+    /// Withdraws a `beginRegistration` whose operation never started.
     func abandonRegistration() {
+        completions.withLock { $0.endRegistration() }
+    }
+
+    /// The network thread handed `token`'s queued message to libmosquitto as `mid` (before reading its PUBACK).
+    func link(token: UInt64, mid: Int32) {
         completions.withLock { table in
-            table.registering -= 1
-            if table.registering == 0 { table.early.removeAll() }
+            if table.waiters[token] != nil {
+                table.waiters[token]?.mid = mid
+                table.tokenForMid[mid] = token
+            } else if table.registering > 0 {
+                table.linkedMid[token] = mid
+            }
         }
     }
 
-    /// Waits for the completion of `mid`; task cancellation resumes it with `.failed(cancellationError)`.
-    func waitForCompletion(mid: Int32, cancellationError: MQTTError) async -> Completion {
+    /// Ends `token`'s wait with `completion` (a queued message that was dropped or could not be sent).
+    func complete(token: UInt64, _ completion: Completion) {
+        let continuation: CheckedContinuation<Completion, Never>? = completions.withLock { table in
+            if let waiter = table.waiters.removeValue(forKey: token) {
+                if let mid = waiter.mid { table.tokenForMid[mid] = nil }
+                return waiter.continuation
+            }
+            if table.registering > 0 { table.earlyByToken[token] = completion }
+            return nil
+        }
+        continuation?.resume(returning: completion)
+    }
+
+    /// Waits for the completion of `token` (sent as `mid`, or still queued when `mid` is nil);
+    /// task cancellation resumes it with `.failed(cancellationError)`.
+    func waitForCompletion(token: UInt64, mid: Int32?, cancellationError: MQTTError) async -> Completion {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Completion, Never>) in
                 let ready: Completion? = completions.withLock { table in
-                    table.registering -= 1
-                    defer { if table.registering == 0 { table.early.removeAll() } }
-                    if let early = table.early.removeValue(forKey: mid) { return early }
+                    defer { table.endRegistration() }
+                    let mid = mid ?? table.linkedMid.removeValue(forKey: token)
+                    if let early = table.earlyByToken.removeValue(forKey: token) { return early }
+                    if let mid, let early = table.earlyByMid.removeValue(forKey: mid) { return early }
                     if table.closed { return .failed(.shutDownError) }
-                    table.waiters[mid] = continuation
+                    table.waiters[token] = Waiter(continuation: continuation, mid: mid)
+                    if let mid { table.tokenForMid[mid] = token }
                     return nil
                 }
                 if let ready {
                     continuation.resume(returning: ready)
                 } else if Task.isCancelled {
                     // The cancel handler may have run before the waiter was stored.
-                    cancelWaiter(mid: mid, error: cancellationError)
+                    complete(token: token, .failed(cancellationError))
                 }
             }
         } onCancel: {
-            cancelWaiter(mid: mid, error: cancellationError)
+            cancelWaiter(token: token, error: cancellationError)
         }
     }
 
-    private func cancelWaiter(mid: Int32, error: MQTTError) {
-        let waiter = completions.withLock { $0.waiters.removeValue(forKey: mid) }
-        waiter?.resume(returning: .failed(error))
+    private func cancelWaiter(token: UInt64, error: MQTTError) {
+        let continuation: CheckedContinuation<Completion, Never>? = completions.withLock { table in
+            guard let waiter = table.waiters.removeValue(forKey: token) else { return nil }
+            if let mid = waiter.mid { table.tokenForMid[mid] = nil }
+            return waiter.continuation
+        }
+        continuation?.resume(returning: .failed(error))
     }
 
     /// Ends both streams and fails every waiter; called once libmosquitto can no longer call back.
     func close() {
         let waiters = completions.withLock { table in
             table.closed = true
-            table.early.removeAll()
+            table.earlyByMid.removeAll()
+            table.earlyByToken.removeAll()
+            table.linkedMid.removeAll()
+            table.tokenForMid.removeAll()
             defer { table.waiters.removeAll() }
-            return Array(table.waiters.values)
+            return table.waiters.values.map(\.continuation)
         }
         for waiter in waiters { waiter.resume(returning: .failed(.shutDownError)) }
         isConnected.store(false, ordering: .sequentiallyConsistent)
@@ -175,8 +286,9 @@ private func box(_ userdata: UnsafeMutableRawPointer?) -> CallbackBox? {
     userdata.map { Unmanaged<CallbackBox>.fromOpaque($0).takeUnretainedValue() }
 }
 
-/// Installs the v5 callbacks (they work for 3.1.1 clients too, with nil properties).
-func installCallbacks(on handle: OpaquePointer) {
+/// Installs the v5 callbacks (they work for 3.1.1 clients too, with nil properties). The log callback
+/// (only for TLS: it makes libmosquitto format every log line) captures why a handshake failed.
+func installCallbacks(on handle: OpaquePointer, tls: Bool) {
     mosquitto_connect_v5_callback_set(handle) { _, userdata, reason, _, _ in
         box(userdata)?.didConnect(reason: reason)
     }
@@ -189,6 +301,12 @@ func installCallbacks(on handle: OpaquePointer) {
     }
     mosquitto_publish_v5_callback_set(handle) { _, userdata, mid, reason, _ in
         box(userdata)?.didComplete(mid: mid, .published(reason: reason))
+    }
+    if tls {
+        mosquitto_log_callback_set(handle) { mosq, userdata, level, text in
+            guard level == Int32(MOSQ_LOG_ERR), let text else { return }
+            box(userdata)?.didLog(mosq, level: level, text: String(cString: text))
+        }
     }
     mosquitto_subscribe_v5_callback_set(handle) { _, userdata, mid, count, granted, _ in
         let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(0, count)))) } ?? []

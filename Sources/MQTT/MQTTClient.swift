@@ -14,6 +14,10 @@ private let libraryInitResult: Int32 = mosquitto_lib_init()
 /// - `start()` connects in the background and reconnects forever with jittered back-off.
 /// - Every (re)connect yields `.connected` on `connectionEvents`. Subscriptions are NOT kept across
 ///   reconnects (clean session): subscribe again, and re-publish retained state, on each `.connected`.
+/// - Nothing is handed to libmosquitto between a connect attempt and its CONNACK, so no packet can reach the
+///   socket before CONNECT. Publishes made while not connected wait in the client's own bounded queue
+///   (`MQTTConfiguration.offlineQueueLimit`; retained coalesced per topic, non-retained QoS 0 dropped) and go
+///   out in order right after CONNACK, before `.connected` is yielded.
 /// - `messages` is bounded (`inboundBufferSize`); messages arriving while it is full are dropped and
 ///   counted in `droppedInboundMessages`. Each stream supports one consumer.
 /// - `shutdown()` disconnects cleanly (so the broker does not publish the will), stops the thread,
@@ -59,13 +63,21 @@ public final class MQTTClient: Sendable {
     /// Inbound messages dropped because the consumer fell behind.
     public var droppedInboundMessages: Int { core.box.droppedMessages.load(ordering: .relaxed) }
 
-    /// Publishes without waiting; safe from any thread. QoS 1/2 while disconnected is queued by
-    /// libmosquitto and sent after reconnect (`.queued`: do not publish it again).
+    /// Outgoing messages dropped while not connected: non-retained QoS 0, and the oldest queued messages
+    /// when the offline queue was full. (Retained messages replaced by a newer value are not counted.)
+    public var droppedOfflineMessages: Int { core.droppedOffline.load(ordering: .relaxed) }
+
+    /// Messages waiting in the offline queue now.
+    public var offlineQueueDepth: Int { core.queueDepth.load(ordering: .relaxed) }
+
+    /// Publishes without waiting; safe from any thread. While not connected, retained messages and QoS 1/2
+    /// wait in the offline queue and go out after CONNACK (`.queued`: do not publish it again); non-retained
+    /// QoS 0 is dropped (`.droppedNotConnected`).
     @discardableResult
     public func publish(_ topic: String, _ payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false,
                         properties: MQTTPublishProperties = .init()) -> MQTTPublishResult {
         payload.withUnsafeBytes { bytes in
-            core.publish(topic, bytes, qos: qos, retain: retain, properties: properties, mid: nil)
+            core.publish(topic, bytes, qos: qos, retain: retain, properties: properties, mid: nil, token: nil).result
         }
     }
 
@@ -75,22 +87,20 @@ public final class MQTTClient: Sendable {
                         properties: MQTTPublishProperties = .init()) -> MQTTPublishResult {
         var payload = payload
         return payload.withUTF8 { utf8 in
-            core.publish(topic, UnsafeRawBufferPointer(utf8), qos: qos, retain: retain, properties: properties, mid: nil)
+            core.publish(topic, UnsafeRawBufferPointer(utf8), qos: qos, retain: retain, properties: properties,
+                         mid: nil, token: nil).result
         }
     }
 
     /// Publishes and waits until the broker acknowledges it (PUBACK/PUBCOMP; for QoS 0: written to the socket).
-    /// Throws `.timeout` if that does not happen in time (a queued QoS>0 message stays queued).
+    /// A message waiting in the offline queue is acknowledged only once it was sent and acknowledged; it fails
+    /// with `.dropped` if the queue drops it or a newer retained value for its topic replaces it.
+    /// Throws `.timeout` if that does not happen in time (a queued message stays queued).
     public func publishAndWait(_ topic: String, _ payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
                                properties: MQTTPublishProperties = .init(), timeout: Duration) async throws(MQTTError) {
-        let completion = await core.awaitAcknowledgement(timeout: timeout) { mid in
-            let result = payload.withUnsafeBytes { bytes in
-                core.publish(topic, bytes, qos: qos, retain: retain, properties: properties, mid: mid)
-            }
-            switch result {
-            case .sent, .queued: return nil
-            case .droppedNotConnected: return MQTTError(kind: .notConnected, message: "QoS 0 publish dropped: not connected")
-            case .failed(let error): return error
+        let completion = await core.awaitAcknowledgement(timeout: timeout) { token, mid in
+            payload.withUnsafeBytes { bytes in
+                core.publish(topic, bytes, qos: qos, retain: retain, properties: properties, mid: mid, token: token)
             }
         }
         switch completion {
@@ -116,8 +126,9 @@ public final class MQTTClient: Sendable {
     @discardableResult
     public func subscribeAndWait(_ filters: [String], qos: MQTTQoS = .atLeastOnce,
                                  timeout: Duration = .seconds(5)) async throws(MQTTError) -> [MQTTQoS] {
-        let completion = await core.awaitAcknowledgement(timeout: timeout) { mid in
-            core.subscribe(filters, qos: qos, mid: mid)
+        let completion = await core.awaitAcknowledgement(timeout: timeout) { _, mid in
+            if let error = core.subscribe(filters, qos: qos, mid: mid) { return .failed(error) }
+            return .handedOver
         }
         switch completion {
         case .subscribed(let granted):
@@ -153,6 +164,10 @@ final class ClientCore: Sendable {
     private let sleeper = InterruptibleSleep()
     private let finished = Mutex<FinishState>(FinishState())
     private let isV5: Bool
+    /// Messages dropped while not connected (see `MQTTClient.droppedOfflineMessages`).
+    let droppedOffline = Atomic<Int>(0)
+    /// `state.queue.count`, readable without the lock.
+    let queueDepth = Atomic<Int>(0)
 
     /// The libmosquitto handle; Sendable because every use is under `state`'s lock or on the network thread.
     private struct Handle: @unchecked Sendable {
@@ -163,6 +178,33 @@ final class ClientCore: Sendable {
         var handle: Handle?
         var userdata: Unmanaged<CallbackBox>?
         var started = false
+        /// The gate: true only between a successful CONNACK (after the offline queue went out) and the end of
+        /// that connection. Cleared by the network thread under this lock before every connect attempt, so no
+        /// publisher can queue a packet that libmosquitto would write before CONNECT.
+        var mayPublish = false
+        var queue: OfflineQueue
+    }
+
+    /// What `publish` did, with the detail `publishAndWait` needs.
+    enum PublishOutcome {
+        /// Handed to libmosquitto while connected; `mid` is set.
+        case handedOver
+        /// QoS 1/2 handed over as the connection dropped: libmosquitto keeps it for the reconnect; `mid` is set.
+        case heldByLibrary
+        /// Waiting in the offline queue (no mid yet).
+        case queued
+        /// Non-retained QoS 0 while not connected.
+        case dropped
+        case failed(MQTTError)
+
+        var result: MQTTPublishResult {
+            switch self {
+            case .handedOver: .sent
+            case .heldByLibrary, .queued: .queued
+            case .dropped: .droppedNotConnected
+            case .failed(let error): .failed(error)
+            }
+        }
     }
 
     private struct FinishState {
@@ -190,8 +232,9 @@ final class ClientCore: Sendable {
             userdata.release()
             throw error
         }
-        installCallbacks(on: handle)
-        state = Mutex(State(handle: Handle(pointer: handle), userdata: userdata))
+        installCallbacks(on: handle, tls: configuration.broker.usesTLS)
+        state = Mutex(State(handle: Handle(pointer: handle), userdata: userdata,
+                            queue: OfflineQueue(limit: configuration.offlineQueueLimit)))
     }
 
     private static func configure(_ handle: OpaquePointer, _ configuration: MQTTConfiguration) throws(MQTTError) {
@@ -201,6 +244,8 @@ final class ClientCore: Sendable {
         let version = configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
         try check(mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, version), "setting protocol version")
         try check(mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.maxInflight)), "setting max in-flight")
+        // No Nagle: a PUBACK followed by a small PUBLISH would otherwise wait for the broker's delayed ACK (~40 ms).
+        try check(mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1), "disabling Nagle's algorithm")
         // Publishes from other threads are queued and wake our loop instead of writing to the socket.
         try check(mosquitto_threaded_set(handle, true), "enabling threaded mode")
         if let username = configuration.username {
@@ -209,15 +254,16 @@ final class ClientCore: Sendable {
         }
         if configuration.broker.usesTLS {
             let tls = configuration.tls ?? MQTTTLSOptions()
-            if tls.caFile == nil {
+            // Always a CA file or directory: with MOSQ_OPT_TLS_USE_OS_CERTS alone, libmosquitto 2.0.11 connects
+            // once and then fails every reconnect with MOSQ_ERR_INVAL (its reused SSL_CTX "needs a cafile,
+            // capath or psk"). Without a CA file the OS CA directory is the default.
+            let caPath = tls.caPath ?? (tls.caFile == nil ? MQTTTLSOptions.defaultCADirectory : nil)
+            if tls.caFile == nil, tls.caPath == nil {
+                // OpenSSL's default bundle as well (other distributions' layouts).
                 try check(mosquitto_int_option(handle, MOSQ_OPT_TLS_USE_OS_CERTS, 1), "enabling OS CA certificates")
             }
-            if tls.caFile != nil || tls.certificateFile != nil {
-                // libmosquitto needs a CA file or directory here; fall back to the OS directory.
-                let caPath: String? = tls.caFile == nil ? "/etc/ssl/certs" : nil
-                try check(mosquitto_tls_set(handle, tls.caFile, caPath, tls.certificateFile, tls.keyFile, nil),
-                          "configuring TLS certificates")
-            }
+            try check(mosquitto_tls_set(handle, tls.caFile, caPath, tls.certificateFile, tls.keyFile, nil),
+                      "configuring TLS certificates")
         }
         if let will = configuration.will {
             let rc = will.payload.withUnsafeBytes { bytes in
@@ -320,6 +366,8 @@ final class ClientCore: Sendable {
 
         connection: while !stopRequested.load(ordering: .sequentiallyConsistent) {
             box.lastRefusal.store(0, ordering: .sequentiallyConsistent)
+            box.tlsFailure.withLock { $0 = nil }
+            closeGate()
             var rc = connectParametersStored
                 ? mosquitto_reconnect(handle)
                 : mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, nil)
@@ -331,6 +379,12 @@ final class ClientCore: Sendable {
                 var disconnectDeadline: ContinuousClock.Instant?
                 while true {
                     rc = mosquitto_loop(handle, Self.loopTimeoutMilliseconds, 1)
+                    if box.connackReceived.exchange(false, ordering: .sequentiallyConsistent), rc == .mosqSuccess,
+                       !stopRequested.load(ordering: .sequentiallyConsistent) {
+                        // The offline queue goes out first, so the gateway's republish on `.connected` follows it.
+                        openGate(handle)
+                        box.announceConnected()
+                    }
                     if stopRequested.load(ordering: .sequentiallyConsistent) {
                         if disconnectDeadline == nil {
                             // Covers a stop that raced with connect; a second DISCONNECT is harmless.
@@ -342,6 +396,9 @@ final class ClientCore: Sendable {
                     if rc != .mosqSuccess { break }
                 }
             }
+            // From here until the next CONNACK, publishes wait in the offline queue.
+            closeGate()
+            box.connackReceived.store(false, ordering: .sequentiallyConsistent)
             if stopRequested.load(ordering: .sequentiallyConsistent) { break }
 
             let wasConnected = box.connectedSinceLastCheck.exchange(false, ordering: .sequentiallyConsistent)
@@ -349,8 +406,15 @@ final class ClientCore: Sendable {
             let delay = backoff.nextDelay()
             if !wasConnected {
                 let refusal = box.lastRefusal.load(ordering: .sequentiallyConsistent)
-                let error = refusal != 0 ? .rejected(refusal, "broker \(broker) refused the connection")
-                    : connectFailure ?? .library(rc, "connection to \(broker) closed before CONNACK")
+                let tlsFailure = box.tlsFailure.withLock { $0 }
+                let error: MQTTError = if refusal != 0 {
+                    .rejected(refusal, "broker \(broker) refused the connection")
+                } else if let tlsFailure {
+                    MQTTError(kind: .tls, code: rc, message: "TLS connection to \(broker) failed: \(tlsFailure.reason)",
+                              tlsFailure: tlsFailure)
+                } else {
+                    connectFailure ?? .library(rc, "connection to \(broker) closed before CONNACK")
+                }
                 box.events.yield(.connectFailed(error, retryIn: delay))
             }
             sleeper.sleep(for: delay)
@@ -361,28 +425,103 @@ final class ClientCore: Sendable {
     // MARK: operations (any thread)
 
     func publish(_ topic: String, _ payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool,
-                 properties: MQTTPublishProperties, mid: UnsafeMutablePointer<Int32>?) -> MQTTPublishResult {
+                 properties: MQTTPublishProperties, mid: UnsafeMutablePointer<Int32>?, token: UInt64?) -> PublishOutcome {
         guard payload.count <= 268_435_455 else {
             return .failed(MQTTError(kind: .invalidConfiguration, code: Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue),
                                      message: "payload of \(payload.count) bytes exceeds the MQTT maximum"))
         }
-        return state.withLock { state -> MQTTPublishResult in
+        var displaced = OfflineQueue.Displaced()
+        let outcome = state.withLock { state -> PublishOutcome in
             guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else {
                 return .failed(.shutDownError)
             }
-            var propertyList: OpaquePointer?
-            defer { if propertyList != nil { mosquitto_property_free_all(&propertyList) } }
-            if isV5, !properties.isEmpty {
-                if let error = Self.build(properties, into: &propertyList) { return .failed(error) }
+            func hold() -> PublishOutcome {
+                guard retain || qos != .atMostOnce else { return .dropped }
+                // Refuse what libmosquitto would refuse now, not after the reconnect (wildcards, bad UTF-8).
+                let check = mosquitto_pub_topic_check2(topic, topic.utf8.count)
+                guard check == .mosqSuccess else { return .failed(.library(check, "publish to \(topic) failed")) }
+                let message = OfflineMessage(topic: topic, payload: Array(payload), qos: qos, retain: retain,
+                                             properties: properties, token: token)
+                displaced = state.queue.enqueue(message)
+                queueDepth.store(state.queue.count, ordering: .relaxed)
+                return .queued
             }
-            let rc = mosquitto_publish_v5(handle.pointer, mid, topic, Int32(payload.count), payload.baseAddress,
-                                          qos.rawValue, retain, propertyList)
+            guard state.mayPublish else { return hold() }
+            let (rc, propertyError) = Self.handOver(handle.pointer, topic, payload, qos: qos, retain: retain,
+                                                    properties: properties, isV5: isV5, mid: mid)
+            if let propertyError { return .failed(propertyError) }
             switch rc {
-            case .mosqSuccess: return .sent
-            case .mosqNoConnection: return qos == .atMostOnce ? .droppedNotConnected : .queued
+            case .mosqSuccess: return .handedOver
+            // The connection dropped and the network thread has not closed the gate yet.
+            case .mosqNoConnection: return qos == .atMostOnce ? hold() : .heldByLibrary
             default: return .failed(.library(rc, "publish to \(topic) failed"))
             }
         }
+        settle(displaced)
+        if case .dropped = outcome { droppedOffline.add(1, ordering: .relaxed) }
+        return outcome
+    }
+
+    /// Counts messages the offline queue dropped and ends the waits of dropped or replaced ones.
+    private func settle(_ displaced: OfflineQueue.Displaced) {
+        if let token = displaced.replaced?.token {
+            box.complete(token: token, .failed(MQTTError(
+                kind: .dropped, message: "replaced in the offline queue by a newer retained value for the same topic")))
+        }
+        guard !displaced.dropped.isEmpty else { return }
+        droppedOffline.add(displaced.dropped.count, ordering: .relaxed)
+        for token in displaced.dropped.compactMap(\.token) {
+            box.complete(token: token, .failed(MQTTError(kind: .dropped, message: "dropped: the offline queue was full")))
+        }
+    }
+
+    /// One `mosquitto_publish_v5` call (the caller holds `state`'s lock).
+    private static func handOver(_ handle: OpaquePointer, _ topic: String, _ payload: UnsafeRawBufferPointer,
+                                 qos: MQTTQoS, retain: Bool, properties: MQTTPublishProperties, isV5: Bool,
+                                 mid: UnsafeMutablePointer<Int32>?) -> (Int32, MQTTError?) {
+        var propertyList: OpaquePointer?
+        defer { if propertyList != nil { mosquitto_property_free_all(&propertyList) } }
+        if isV5, !properties.isEmpty, let error = build(properties, into: &propertyList) {
+            return (.mosqInvalid, error)
+        }
+        return (mosquitto_publish_v5(handle, mid, topic, Int32(payload.count), payload.baseAddress, qos.rawValue,
+                                     retain, propertyList), nil)
+    }
+
+    // MARK: the gate (network thread)
+
+    /// Stops handing publishes to libmosquitto until the next CONNACK.
+    private func closeGate() {
+        state.withLock { $0.mayPublish = false }
+    }
+
+    /// After CONNACK: sends the offline queue in order, then lets publishers through. Under `state`'s lock,
+    /// so a publish racing with this lands after the queued messages, never before.
+    private func openGate(_ handle: OpaquePointer) {
+        var failed: [(UInt64, MQTTError)] = []
+        var lost = 0
+        state.withLock { state in
+            for message in state.queue.drain() {
+                var mid: Int32 = 0
+                let (rc, _) = message.payload.withUnsafeBytes { bytes in
+                    Self.handOver(handle, message.topic, bytes, qos: message.qos, retain: message.retain,
+                                  properties: message.properties, isV5: isV5, mid: &mid)
+                }
+                if rc == .mosqSuccess || (rc == .mosqNoConnection && message.qos != .atMostOnce) {
+                    // Linked before this thread can read the PUBACK.
+                    if let token = message.token { box.link(token: token, mid: mid) }
+                } else {
+                    lost += 1
+                    if let token = message.token {
+                        failed.append((token, .library(rc, "publish to \(message.topic) failed after reconnect")))
+                    }
+                }
+            }
+            queueDepth.store(0, ordering: .relaxed)
+            state.mayPublish = true
+        }
+        if lost > 0 { droppedOffline.add(lost, ordering: .relaxed) }
+        for (token, error) in failed { box.complete(token: token, .failed(error)) }
     }
 
     private static func build(_ properties: MQTTPublishProperties, into list: inout OpaquePointer?) -> MQTTError? {
@@ -410,6 +549,7 @@ final class ClientCore: Sendable {
         return withCStrings(filters) { pointers in
             state.withLock { state -> MQTTError? in
                 guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
+                guard state.mayPublish else { return Self.notConnected("subscribe to \(filters.joined(separator: ", "))") }
                 let rc = mosquitto_subscribe_multiple(handle.pointer, mid, Int32(pointers.count), pointers.baseAddress,
                                                       qos.rawValue, 0, nil)
                 return Self.operationError(rc, "subscribe to \(filters.joined(separator: ", "))")
@@ -422,10 +562,15 @@ final class ClientCore: Sendable {
         return withCStrings(filters) { pointers in
             state.withLock { state -> MQTTError? in
                 guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
+                guard state.mayPublish else { return Self.notConnected("unsubscribe from \(filters.joined(separator: ", "))") }
                 let rc = mosquitto_unsubscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, nil)
                 return Self.operationError(rc, "unsubscribe from \(filters.joined(separator: ", "))")
             }
         }
+    }
+
+    private static func notConnected(_ what: String) -> MQTTError {
+        MQTTError(kind: .notConnected, code: .mosqNoConnection, message: "\(what): not connected")
     }
 
     private static func operationError(_ rc: Int32, _ what: String) -> MQTTError? {
@@ -436,20 +581,28 @@ final class ClientCore: Sendable {
         }
     }
 
-    /// Runs `start` (which stores the mid) and waits for its acknowledgement or `timeout`.
+    /// Runs `start` (given the waiter's token; it stores the mid unless the message was queued) and waits for
+    /// its acknowledgement or `timeout`.
     func awaitAcknowledgement(timeout: Duration,
-                              _ start: (UnsafeMutablePointer<Int32>) -> MQTTError?) async -> Completion {
-        guard box.beginRegistration() else { return .failed(.shutDownError) }
+                              _ start: (UInt64, UnsafeMutablePointer<Int32>) -> PublishOutcome) async -> Completion {
+        guard let token = box.beginRegistration() else { return .failed(.shutDownError) }
         var mid: Int32 = 0
-        if let error = start(&mid) {
+        let knownMid: Int32?
+        switch start(token, &mid) {
+        case .handedOver, .heldByLibrary: knownMid = mid
+        case .queued: knownMid = nil
+        case .dropped:
+            box.abandonRegistration()
+            return .failed(MQTTError(kind: .notConnected, code: .mosqNoConnection,
+                                     message: "QoS 0 publish dropped: not connected"))
+        case .failed(let error):
             box.abandonRegistration()
             return .failed(error)
         }
         let timeoutError = MQTTError(kind: .timeout, message: "no acknowledgement within \(timeout)")
         let box = self.box
-        let messageID = mid
         return await withTaskGroup(of: Completion?.self) { group in
-            group.addTask { await box.waitForCompletion(mid: messageID, cancellationError: timeoutError) }
+            group.addTask { await box.waitForCompletion(token: token, mid: knownMid, cancellationError: timeoutError) }
             group.addTask {
                 try? await Task.sleep(for: timeout)
                 return nil

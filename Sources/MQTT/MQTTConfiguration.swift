@@ -78,18 +78,25 @@ public enum MQTTProtocolVersion: Sendable, Equatable {
     case v311
 }
 
-/// TLS settings for `mqtts://`; without a CA file the OS trust store is used.
+/// TLS settings for `mqtts://`; without a CA file the OS CA directory is used.
 public struct MQTTTLSOptions: Sendable, Equatable {
+    /// The OS CA directory on Debian/Ubuntu (hashed by `update-ca-certificates`).
+    public static let defaultCADirectory = "/etc/ssl/certs"
+
     /// PEM file with the CA certificate(s) that sign the broker's certificate.
     public var caFile: String?
+    /// Directory of CA certificates hashed with `openssl rehash` / `c_rehash`. Without `caFile` it defaults to
+    /// `defaultCADirectory` (plus OpenSSL's default bundle); set it for other layouts (e.g. `/etc/pki/tls/certs`).
+    public var caPath: String?
     /// PEM client certificate for mutual TLS (needs `keyFile`).
     public var certificateFile: String?
     /// PEM private key for `certificateFile`.
     public var keyFile: String?
 
     /// Creates TLS options; all-nil means "verify against the OS CA store, no client certificate".
-    public init(caFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil) {
+    public init(caFile: String? = nil, caPath: String? = nil, certificateFile: String? = nil, keyFile: String? = nil) {
         self.caFile = caFile
+        self.caPath = caPath
         self.certificateFile = certificateFile
         self.keyFile = keyFile
     }
@@ -160,6 +167,9 @@ public struct MQTTConfiguration: Sendable {
     public var maxInflight = 64
     /// How long shutdown waits for the DISCONNECT to be written before it stops the network thread anyway.
     public var disconnectTimeout: Duration = .seconds(2)
+    /// Publishes held while not connected (sent in order after CONNACK). Retained messages are coalesced per
+    /// topic; when full, the oldest message is dropped and counted. Non-retained QoS 0 is never held.
+    public var offlineQueueLimit = 10_000
 
     /// Creates a configuration for an already parsed broker address.
     public init(broker: MQTTBrokerAddress, clientID: String) {
@@ -184,6 +194,7 @@ public struct MQTTConfiguration: Sendable {
         guard inboundBufferSize >= 1 else { throw invalid("inbound buffer size must be at least 1") }
         guard (1...65535).contains(maxInflight) else { throw invalid("max in-flight must be 1...65535") }
         guard disconnectTimeout >= .zero else { throw invalid("disconnect timeout must not be negative") }
+        guard offlineQueueLimit >= 0 else { throw invalid("offline queue limit must not be negative") }
         if password != nil, username == nil { throw invalid("a password needs a username") }
         if let tls {
             guard broker.usesTLS else { throw invalid("TLS options need an mqtts:// broker URL") }

@@ -1,3 +1,4 @@
+import CMosquitto
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -59,6 +59,7 @@ public enum ConfigLoader {
             "url", "base_topic", "client_id", "version", "username", "password_file", "keepalive", "ca_file", "cert_file",
             "key_file", "retain_state", "max_payload_bytes", "reconnect_min_delay", "reconnect_max_delay",
             "state_heartbeat", "response_topic_prefixes",
+            "ca_path", "offline_queue_size",
         ])
         if mqttNode?["password"] != nil {
             reader.problem("mqtt.password", "passwords are not read from the config file", fix: "use mqtt.password_file or the \(Environment.password) environment variable")
@@ -93,6 +94,14 @@ public enum ConfigLoader {
                 mqtt[keyPath: setter] = resolved
             }
         }
+        if let directory = reader.string(mqttNode?["ca_path"], at: "mqtt.ca_path") {
+            let resolved = resolve(directory, baseDirectory: baseDirectory)
+            var isDirectory: ObjCBool = false
+            if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory) || !isDirectory.boolValue {
+                reader.problem("mqtt.ca_path", "'\(directory)' is not a directory", fix: "give a directory of CA certificates hashed with 'openssl rehash'")
+            }
+            mqtt.caPath = resolved
+        }
         if (mqtt.certFile == nil) != (mqtt.keyFile == nil) {
             reader.problem("mqtt.cert_file", "a client certificate needs both cert_file and key_file", fix: "set both or neither")
         }
@@ -116,6 +125,7 @@ public enum ConfigLoader {
         case let other?:
             reader.problem("mqtt.response_topic_prefixes", "expected a list, found \(other.kindName)", fix: "write e.g. [replies/, nodered/]")
         }
+        if let size = reader.number(mqttNode?["offline_queue_size"], at: "mqtt.offline_queue_size", range: 0...1_000_000) { mqtt.offlineQueueSize = Int(size) }
 
         // homeassistant
         var ha = HomeAssistantSettings()

@@ -36,6 +36,8 @@ public struct MQTTSettings: Sendable {
     public var password: Secret?
     public var keepAlive: Int = 60
     public var caFile: String?
+    /// Hashed CA directory used when there is no `ca_file` (default `/etc/ssl/certs`, the OS store on Debian).
+    public var caPath: String?
     public var certFile: String?
     public var keyFile: String?
     /// Retain `<base>/device/<id>` snapshots (Home Assistant and late subscribers get the last value at once).
@@ -49,6 +51,8 @@ public struct MQTTSettings: Sendable {
     /// v5 Response Topics the gateway answers on. Empty: any topic outside `<base>/` and the Home Assistant
     /// discovery prefix (and its status topic); otherwise only topics under one of these prefixes (still never those).
     public var responseTopicPrefixes: [String] = []
+    /// Publishes held while the broker is unreachable (retained coalesced per topic, oldest dropped when full).
+    public var offlineQueueSize: Int = 10_000
 
     public init(url: String) { self.url = url }
 }

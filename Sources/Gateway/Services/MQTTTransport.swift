@@ -23,6 +23,12 @@ public struct MQTTTransport: MessageTransport {
         }
     }
 
+    /// Outgoing messages dropped while the broker was unreachable (for health reporting).
+    public var droppedOfflineMessages: Int { client.droppedOfflineMessages }
+
+    /// Messages waiting for the broker now.
+    public var offlineQueueDepth: Int { client.offlineQueueDepth }
+
     public func subscribe(_ filters: [String]) {
         try? client.subscribe(filters, qos: .atLeastOnce)
     }
@@ -32,7 +38,7 @@ public struct MQTTTransport: MessageTransport {
     }
 
     public var stats: TransportStats {
-        TransportStats(droppedInbound: client.droppedInboundMessages)
+        TransportStats(droppedInbound: client.droppedInboundMessages, droppedOffline: client.droppedOfflineMessages)
     }
 
     /// Maps the gateway's settings to the client's, including the Last Will on `<base>/bridge/state`.
@@ -42,14 +48,16 @@ public struct MQTTTransport: MessageTransport {
         mqtt.keepAlive = .seconds(config.mqtt.keepAlive)
         mqtt.username = config.mqtt.username
         mqtt.password = config.mqtt.password?.value
-        if config.mqtt.caFile != nil || config.mqtt.certFile != nil || mqtt.broker.usesTLS {
-            mqtt.tls = MQTTTLSOptions(caFile: config.mqtt.caFile, certificateFile: config.mqtt.certFile, keyFile: config.mqtt.keyFile)
+        if config.mqtt.caFile != nil || config.mqtt.caPath != nil || config.mqtt.certFile != nil || mqtt.broker.usesTLS {
+            mqtt.tls = MQTTTLSOptions(caFile: config.mqtt.caFile, caPath: config.mqtt.caPath,
+                                      certificateFile: config.mqtt.certFile, keyFile: config.mqtt.keyFile)
         }
         mqtt.will = MQTTWill(topic: Topics(base: config.mqtt.baseTopic).bridgeState, payload: #"{"state":"offline"}"#, qos: .atLeastOnce, retain: true)
         mqtt.reconnect = MQTTReconnectPolicy(
             minDelay: .milliseconds(Int64(config.mqtt.reconnectMinDelay * 1000)),
             maxDelay: .milliseconds(Int64(config.mqtt.reconnectMaxDelay * 1000)))
         mqtt.inboundBufferSize = 4096
+        mqtt.offlineQueueLimit = config.mqtt.offlineQueueSize
         return mqtt
     }
 }
