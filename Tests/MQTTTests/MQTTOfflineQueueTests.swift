@@ -168,6 +168,8 @@ struct MQTTConnectOrderingTests {
         #expect(client.droppedOfflineMessages == 1)
         // A waiter on a queued message is answered only by the broker's PUBACK after the reconnect.
         async let acknowledged: Void = client.publishAndWait("oq/event", "e3", qos: .atLeastOnce, timeout: .seconds(30))
+        // The child task publishes concurrently: let it reach the queue before the broker comes back.
+        try await waitUntil("e3 queued") { client.offlineQueueDepth == 5 }
 
         proxy.setAccepting(true)
         try await acknowledged
