@@ -24,6 +24,8 @@ final class CallbackBox: Sendable {
     let events: AsyncStream<MQTTConnectionEvent>.Continuation
     let droppedMessages = Atomic<Int>(0)
     let isConnected = Atomic<Bool>(false)
+    /// `ClientCore.mayPublish`: the client hands publishes to libmosquitto only while this is true.
+    let gateOpen = Atomic<Bool>(false)
     /// Set by a successful CONNACK; the network thread opens the gate and announces `.connected`.
     let connackReceived = Atomic<Bool>(false)
     /// Set when `.connected` was announced, consumed by the network thread to reset the back-off.
@@ -86,6 +88,8 @@ final class CallbackBox: Sendable {
     }
 
     func didDisconnect(code: Int32) {
+        // Closed before `isConnected` turns false: whoever sees "disconnected" publishes into the offline queue.
+        gateOpen.store(false, ordering: .sequentiallyConsistent)
         // Only established connections report here; failed attempts are reported by the network thread.
         guard isConnected.exchange(false, ordering: .sequentiallyConsistent) else { return }
         let error: MQTTError = switch code {

@@ -168,6 +168,12 @@ final class ClientCore: Sendable {
     let droppedOffline = Atomic<Int>(0)
     /// `state.queue.count`, readable without the lock.
     let queueDepth = Atomic<Int>(0)
+    /// The gate: true only between a successful CONNACK (after the offline queue went out) and the end of that
+    /// connection. Publishers read it under `state`'s lock; the network thread opens it under that lock (after
+    /// the flush) and closes it under that lock before every connect attempt, so no publisher can queue a
+    /// packet that libmosquitto would write before CONNECT. The disconnect callback also clears it (without
+    /// the lock) so that publishes after a lost connection go to the offline queue at once.
+    var mayPublish: Bool { box.gateOpen.load(ordering: .sequentiallyConsistent) }
 
     /// The libmosquitto handle; Sendable because every use is under `state`'s lock or on the network thread.
     private struct Handle: @unchecked Sendable {
@@ -178,10 +184,6 @@ final class ClientCore: Sendable {
         var handle: Handle?
         var userdata: Unmanaged<CallbackBox>?
         var started = false
-        /// The gate: true only between a successful CONNACK (after the offline queue went out) and the end of
-        /// that connection. Cleared by the network thread under this lock before every connect attempt, so no
-        /// publisher can queue a packet that libmosquitto would write before CONNECT.
-        var mayPublish = false
         var queue: OfflineQueue
     }
 
@@ -446,7 +448,7 @@ final class ClientCore: Sendable {
                 queueDepth.store(state.queue.count, ordering: .relaxed)
                 return .queued
             }
-            guard state.mayPublish else { return hold() }
+            guard mayPublish else { return hold() }
             let (rc, propertyError) = Self.handOver(handle.pointer, topic, payload, qos: qos, retain: retain,
                                                     properties: properties, isV5: isV5, mid: mid)
             if let propertyError { return .failed(propertyError) }
@@ -492,7 +494,7 @@ final class ClientCore: Sendable {
 
     /// Stops handing publishes to libmosquitto until the next CONNACK.
     private func closeGate() {
-        state.withLock { $0.mayPublish = false }
+        state.withLock { _ in box.gateOpen.store(false, ordering: .sequentiallyConsistent) }
     }
 
     /// After CONNACK: sends the offline queue in order, then lets publishers through. Under `state`'s lock,
@@ -518,7 +520,7 @@ final class ClientCore: Sendable {
                 }
             }
             queueDepth.store(0, ordering: .relaxed)
-            state.mayPublish = true
+            box.gateOpen.store(true, ordering: .sequentiallyConsistent)
         }
         if lost > 0 { droppedOffline.add(lost, ordering: .relaxed) }
         for (token, error) in failed { box.complete(token: token, .failed(error)) }
@@ -549,7 +551,7 @@ final class ClientCore: Sendable {
         return withCStrings(filters) { pointers in
             state.withLock { state -> MQTTError? in
                 guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
-                guard state.mayPublish else { return Self.notConnected("subscribe to \(filters.joined(separator: ", "))") }
+                guard mayPublish else { return Self.notConnected("subscribe to \(filters.joined(separator: ", "))") }
                 let rc = mosquitto_subscribe_multiple(handle.pointer, mid, Int32(pointers.count), pointers.baseAddress,
                                                       qos.rawValue, 0, nil)
                 return Self.operationError(rc, "subscribe to \(filters.joined(separator: ", "))")
@@ -562,7 +564,7 @@ final class ClientCore: Sendable {
         return withCStrings(filters) { pointers in
             state.withLock { state -> MQTTError? in
                 guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
-                guard state.mayPublish else { return Self.notConnected("unsubscribe from \(filters.joined(separator: ", "))") }
+                guard mayPublish else { return Self.notConnected("unsubscribe from \(filters.joined(separator: ", "))") }
                 let rc = mosquitto_unsubscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, nil)
                 return Self.operationError(rc, "unsubscribe from \(filters.joined(separator: ", "))")
             }

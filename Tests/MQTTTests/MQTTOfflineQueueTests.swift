@@ -127,6 +127,41 @@ struct MQTTConnectOrderingTests {
         listener.stop()
     }
 
+    /// The same against a real mosquitto (the `mosquitto -v` check of the issue): reconnects while publishers
+    /// race them never make the broker log a protocol error.
+    @Test func aRealBrokerSeesNoProtocolErrorAcrossReconnectsWhilePublishersRace() async throws {
+        let broker = try await MosquittoBroker.started()
+        let proxy = try TCPProxy(upstreamPort: broker.port)
+        let client = try await TestMQTTClient.connect(to: proxy.url) {
+            $0.reconnect = MQTTReconnectPolicy(minDelay: .milliseconds(5), maxDelay: .milliseconds(20))
+        }
+        let stop = StopFlag()
+        let running = StopFlag()
+        for worker in 0..<2 {
+            running.started.add(1, ordering: .relaxed)
+            let mqtt = client.client
+            Thread.detachNewThread {
+                var index = 0
+                while !stop.value.load(ordering: .relaxed) {
+                    index += 1
+                    mqtt.publish("race/state/d\(index % 50)", "{\"n\":\(index)}", qos: .atLeastOnce, retain: true)
+                    mqtt.publish("race/event", "e\(worker)-\(index)", qos: .atMostOnce)
+                    if index % 64 == 0 { usleep(100) }  // leave the broker some CPU on two cores
+                }
+                running.started.subtract(1, ordering: .relaxed)
+            }
+        }
+        for round in 1...20 {
+            try await waitUntil("connected before drop \(round)", timeout: .seconds(20)) { client.client.isConnected }
+            proxy.dropConnections()
+            try await client.waitForConnects(round + 1, timeout: .seconds(20))
+        }
+        stop.value.store(true, ordering: .relaxed)
+        try await waitUntil("publisher threads ended") { running.started.load(ordering: .relaxed) == 0 }
+        await client.shutdown()
+        #expect(!broker.log().contains("protocol error"), "\(broker.log().split(separator: "\n").filter { $0.contains("protocol error") }.prefix(3))")
+    }
+
     /// Messages published while the broker is unreachable arrive after it comes back: retained state coalesced
     /// per topic, QoS 1 events in order, QoS 0 events dropped and counted; all before `.connected` is announced.
     @Test func messagesPublishedWhileOfflineArriveAfterReconnectCoalescedAndInOrder() async throws {
@@ -168,6 +203,8 @@ struct MQTTConnectOrderingTests {
         #expect(client.droppedOfflineMessages == 1)
         // A waiter on a queued message is answered only by the broker's PUBACK after the reconnect.
         async let acknowledged: Void = client.publishAndWait("oq/event", "e3", qos: .atLeastOnce, timeout: .seconds(30))
+        // The child task publishes concurrently: let it reach the queue before the broker comes back.
+        try await waitUntil("e3 queued") { client.offlineQueueDepth == 5 }
 
         proxy.setAccepting(true)
         try await acknowledged
