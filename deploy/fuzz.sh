@@ -35,7 +35,13 @@ fi
 
 # New inputs go to the work corpus, never into the committed one; -max_len covers the deep payloads.
 echo "fuzz: running for ${seconds} s over $(ls "$corpus" | wc -l) corpus inputs"
-"$out/command-parser-fuzz" "$out/work-corpus" "$corpus" \
+# libFuzzer reports every new coverage point; its full log stays in $out/fuzz.log, the summary is printed.
+if ! "$out/command-parser-fuzz" "$out/work-corpus" "$corpus" \
     -dict=Fuzz/command-parser.dict -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$out/artifacts/" -print_final_stats=1
+    -artifact_prefix="$out/artifacts/" -print_final_stats=1 > "$out/fuzz.log" 2>&1; then
+    tail -n 60 "$out/fuzz.log" >&2
+    echo "fuzz: FAILED (the input is in $out/artifacts/; replay it with ./deploy/fuzz.sh <file>)" >&2
+    exit 1
+fi
+grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' "$out/fuzz.log" || true
 echo "fuzz: ok (no crash, no broken invariant in ${seconds} s)"
