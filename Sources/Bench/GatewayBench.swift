@@ -71,7 +71,6 @@ struct ExternalCounter {
     /// When the subscriber had all its messages (nil: it did not get them in time).
     func finished(timeout: Duration) async -> ContinuousClock.Instant? {
         let status = await process.waitForExit(timeout: timeout)
-        defer { directory.remove() }
         guard status == .exited(0) else {
             _ = await process.stop(grace: .milliseconds(100))
             return nil
@@ -79,7 +78,15 @@ struct ExternalCounter {
         return .now
     }
 
+    /// Messages the subscriber printed (read before its directory is removed).
     func received() -> Int { process.standardOutput().split(separator: "\n").count }
+
+    func remove() { directory.remove() }
+
+    func receivedAndRemove() -> Int {
+        defer { remove() }
+        return received()
+    }
 }
 
 struct ThroughputResult {
@@ -116,7 +123,7 @@ enum GatewayBench {
         mosquitto_disconnect(mosq)
         mosquitto_loop_stop(mosq, false)
         mosquitto_destroy(mosq)
-        return ThroughputResult(messages: total, delivered: end == nil ? counter.received() : total, seconds: seconds((end ?? .now) - start))
+        return ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: seconds((end ?? .now) - start))
     }
 
     /// The same loop through our `MQTTClient` (own network thread): separates the wrapper's cost
@@ -135,7 +142,7 @@ enum GatewayBench {
         }
         let end = await counter.finished(timeout: .seconds(60))
         await client.shutdown()
-        return ThroughputResult(messages: total, delivered: end == nil ? counter.received() : total, seconds: seconds((end ?? .now) - start))
+        return ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: seconds((end ?? .now) - start))
     }
 
     /// A gateway wired like `lbs-gateway run`, with the demo vendor's handle so the bench can drive it.
@@ -187,16 +194,24 @@ enum GatewayBench {
         let deviceCount = gateway.vendor.devices.count
         // Let the start-up publish (discovery, first states) drain before measuring.
         try await Task.sleep(for: .seconds(2))
-        let total = deviceCount * rounds
-        let counter = try await ExternalCounter.start(port: broker.port, filter: "lbs/device/+", count: total)
         // The vendor's simulation runs first, so only the gateway's path is timed:
         // vendor event → normalized state → JSON snapshot → libmosquitto.
         let updates = gateway.vendor.simulate(rounds: rounds)
+        // The gateway publishes a state only when a value changed (the demo's slow readings, a thermostat at its
+        // target, may not move within a simulated millisecond): expect exactly the updates that change something.
+        var current: [DeviceID: DeviceState] = [:]
+        for id in await gateway.controller.deviceIDs { current[id] = await gateway.controller.state(of: id) }
+        var total = 0
+        for case .state(let id, let values, let observedAt) in updates
+        where current[id, default: DeviceState()].mergeReportingChange(values, observedAt: observedAt) {
+            total += 1
+        }
+        let counter = try await ExternalCounter.start(port: broker.port, filter: "lbs/device/+", count: total)
         let start = ContinuousClock.now
         for event in updates { gateway.sink.send(event) }
         let end = await counter.finished(timeout: .seconds(60))
         await gateway.stop()
-        return (ThroughputResult(messages: total, delivered: end == nil ? counter.received() : total, seconds: seconds((end ?? .now) - start)), deviceCount)
+        return (ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: seconds((end ?? .now) - start)), deviceCount)
     }
 
     /// `/set` → new state on the device topic, measured by a separate MQTT client that publishes the `/set` and
