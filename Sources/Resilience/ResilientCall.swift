@@ -12,10 +12,14 @@ import GatewayModel
 /// an unreadable 2xx) is never retried here: the first request may still be carried out, and repeating it
 /// could apply a stale command after a newer one. It is thrown non-retryable, saying the outcome is unknown;
 /// the controller settles it by reading the device back. Reads (poll, refresh) are repeated as before.
+///
+/// `deadline` (an instant of `time`) bounds every retry: no attempt starts after it and no wait (retry delay,
+/// `Retry-After`) reaches past it, so a lock command with a 10 s deadline never goes out at second 11.
+/// The last real failure is thrown, marked not retryable.
 nonisolated(nonsending)
 public func resilientCall<T>(
     breaker: CircuitBreaker, retry: RetryPolicy, quota: QuotaScheduler? = nil, use: QuotaScheduler.Use = .command,
-    time: TimeSource, reauthenticate: (() async throws(GatewayError) -> Void)? = nil,
+    time: TimeSource, deadline: Duration? = nil, reauthenticate: (() async throws(GatewayError) -> Void)? = nil,
     operation: () async throws(GatewayError) -> T
 ) async throws(GatewayError) -> T {
     let started = time.now()
@@ -60,6 +64,13 @@ public func resilientCall<T>(
         guard retry.shouldRetry(failure, attemptsMade: attempts), breaker.state != .open else { throw failure }
         let delay = retry.delay(forRetry: attempts - 1, after: failure)
         if let maxElapsed = retry.maxElapsed, time.now() - started + delay > maxElapsed { throw failure }
+        if let deadline, time.now() + delay >= deadline {
+            // The next try would start after the command's deadline: report why it failed, final.
+            var final = failure
+            final.retryable = false
+            final.message += " The command's deadline passed before it could be tried again; it was not sent again."
+            throw final
+        }
         do {
             try await time.sleep(for: delay)
         } catch {

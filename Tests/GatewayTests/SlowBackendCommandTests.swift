@@ -61,4 +61,25 @@ import Testing
         #expect(state["state"] as? String == "ON")
         await client.shutdown()
     }
+
+    @Test func aCommandIsNeverSentAfterItsDeadlineEvenWhenTheVendorAsksToWait() async throws {
+        let simulator = try await ResilienceIntegrationTests.simulator()
+        let directory = try ResilienceIntegrationTests.directory()
+        let gateway = try await GatewayHarness.start(
+            directory: directory, yaml: "commands: {ttl: 3}",
+            vendors: await ResilienceIntegrationTests.vendorYAML(simulator, pollInterval: 30), storage: true)
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/#", "replies/#")
+        try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)", timeout: .seconds(10))
+
+        // The backend asks for a 30 s pause; the command may wait 3 s at most.
+        simulator.injectRateLimit(count: 10, retryAfterSeconds: 30, matching: Self.control)
+        try await client.publish("lbs/device/\(Self.kitchen)/set", #"{"state":"OFF"}"#, qos: .atLeastOnce, responseTopic: "replies/late")
+        let answer = try await client.waitForMessage(topic: "replies/late", timeout: .seconds(20))
+        #expect(answer.text.contains(#""status":"error""#), "\(answer.text)")
+        try await Task.sleep(for: .seconds(4))
+        #expect(simulator.counters.requestsByRoute["PUT /api/v1/devices/lights-kitchen/control"] == 1,
+                "requests after the deadline: \(simulator.counters.requestsByRoute)")
+        await client.shutdown()
+    }
 }

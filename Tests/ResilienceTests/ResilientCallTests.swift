@@ -219,3 +219,50 @@ struct ResilientCallerTests {
         #expect(caller.quota?.snapshot.first?.used == 2)
     }
 }
+
+extension ResilientCallTests {
+    /// A command's deadline bounds the waits inside the call: a lock command whose vendor asks for a
+    /// 30 s pause is not sent again at second 30 when its deadline was at second 10.
+    @Test(.timeLimit(.minutes(1))) func aDeadlineStopsRetriesThatWouldStartAfterIt() async throws {
+        let time = TimeSource(clock)
+        let retry = RetryPolicy(maxAttempts: 4, baseDelay: .seconds(1), maxDelay: .seconds(60), random: .seeded(3))
+        let limited = GatewayError(.rateLimited, message: "429", retryAfter: .seconds(30), httpStatus: 429)
+        var calls = 0
+        let outcome: Result<Int, GatewayError>
+        do throws(GatewayError) {
+            outcome = .success(try await resilientCall(
+                breaker: makeBreaker(), retry: retry, use: .command, time: time, deadline: time.now() + .seconds(10)
+            ) { () async throws(GatewayError) -> Int in
+                calls += 1
+                throw limited
+            })
+        } catch {
+            outcome = .failure(error)
+        }
+        #expect(calls == 1, "a retry would have gone out after the deadline")
+        guard case .failure(let error) = outcome else { Issue.record("expected a failure"); return }
+        #expect(error.code == .rateLimited)
+        #expect(!error.retryable)
+        #expect(error.message.contains("deadline"))
+    }
+
+    @Test func retriesWithinTheDeadlineStillHappen() async throws {
+        let time = TimeSource(clock)
+        let retry = RetryPolicy(maxAttempts: 4, baseDelay: .seconds(1), maxDelay: .seconds(2), random: .seeded(3))
+        let clock = clock
+        let task = Task { () -> Int in
+            var calls = 0
+            _ = try? await resilientCall(
+                breaker: makeBreaker(), retry: retry, use: .command, time: time, deadline: time.now() + .seconds(60)
+            ) { () async throws(GatewayError) -> Int in
+                calls += 1
+                if calls == 1 { throw GatewayError.vendorUnreachable(vendor: "v", detail: "refused") }
+                return 1
+            }
+            return calls
+        }
+        _ = await clock.waitForSleepers(1)
+        if let next = clock.nextDeadline { clock.advance(to: next) }
+        #expect(await task.value == 2)
+    }
+}

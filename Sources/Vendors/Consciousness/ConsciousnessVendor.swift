@@ -158,7 +158,8 @@ public final class ConsciousnessVendor: Vendor {
         request.body = try Self.encode(WireControlRequest(action: action))
         request.headers.set(name: "Content-Type", value: "application/json")
         let answer = try await http.sendJSON(
-            request, as: WireControlAnswer.self, context: "control answer", use: .command, authorizer: session
+            request, as: WireControlAnswer.self, context: "control answer", use: .command, authorizer: session,
+            deadline: command.expiresAt
         )
         if let status = answer.status?.lowercased(), status != "success" {
             throw http.redactor.redact(GatewayError(
@@ -197,7 +198,10 @@ public final class ConsciousnessVendor: Vendor {
             var request = HTTPClientRequest(method: .post, url: "\(options.apiBase)/devices/batch-control", timeout: options.timeout)
             request.body = try Self.encode(WireBatchRequest(devices: items.map { .init(deviceID: $0.command.vendorDeviceID, action: $0.action) }))
             request.headers.set(name: "Content-Type", value: "application/json")
-            answer = try await http.sendJSON(request, as: WireBatchAnswer.self, context: "batch answer", use: .command, authorizer: session)
+            // The earliest deadline of the batch bounds its retries (a lock in it must not go out late).
+            let deadline = items.map(\.command.expiresAt).min()
+            answer = try await http.sendJSON(
+                request, as: WireBatchAnswer.self, context: "batch answer", use: .command, authorizer: session, deadline: deadline)
         } catch {
             for item in items { results[item.command.id] = .failure(error) }
             return results

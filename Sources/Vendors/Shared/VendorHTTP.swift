@@ -138,10 +138,12 @@ public final class VendorHTTP: Sendable {
     // MARK: Calls
 
     /// Sends `request` resiliently; returns the response once the classifier accepts its status.
+    /// `deadline` (a command's `expiresAt`) bounds every retry and wait inside the call.
     public func send(
-        _ request: HTTPClientRequest, use: QuotaScheduler.Use, expectsJSON: Bool = true, authorizer: (any VendorAuthorizer)? = nil
+        _ request: HTTPClientRequest, use: QuotaScheduler.Use, expectsJSON: Bool = true, authorizer: (any VendorAuthorizer)? = nil,
+        deadline: Date? = nil
     ) async throws(GatewayError) -> HTTPClientResponse {
-        try await call(request, use: use, authorizer: authorizer) { response throws(GatewayError) in
+        try await call(request, use: use, authorizer: authorizer, deadline: deadline) { response throws(GatewayError) in
             try self.check(response, expectsJSON: expectsJSON)
             return response
         }
@@ -152,9 +154,9 @@ public final class VendorHTTP: Sendable {
     /// what was expected ("device list") for the message.
     public func sendJSON<T: Decodable>(
         _ request: HTTPClientRequest, as type: T.Type, context: String, use: QuotaScheduler.Use,
-        authorizer: (any VendorAuthorizer)? = nil
+        authorizer: (any VendorAuthorizer)? = nil, deadline: Date? = nil
     ) async throws(GatewayError) -> T {
-        try await call(request, use: use, authorizer: authorizer) { response throws(GatewayError) in
+        try await call(request, use: use, authorizer: authorizer, deadline: deadline) { response throws(GatewayError) in
             try self.decode(type, from: response, context: context)
         }
     }
@@ -187,7 +189,7 @@ public final class VendorHTTP: Sendable {
     }
 
     private func call<T>(
-        _ request: HTTPClientRequest, use: QuotaScheduler.Use, authorizer: (any VendorAuthorizer)?,
+        _ request: HTTPClientRequest, use: QuotaScheduler.Use, authorizer: (any VendorAuthorizer)?, deadline: Date? = nil,
         interpret: (HTTPClientResponse) throws(GatewayError) -> T
     ) async throws(GatewayError) -> T {
         if let held = heldError() {
@@ -198,8 +200,10 @@ public final class VendorHTTP: Sendable {
             if let authorizer { try await authorizer.prepare() }
             let credentials = CredentialsTag()
             let reauthenticate = authorizer.map { Self.renewal(of: $0, credentials: credentials) }
+            // The wall-clock deadline as an instant of the retry clock.
+            let limit = deadline.map { time.now() + .fromSeconds(max(0, $0.timeIntervalSince(now()))) }
             let value = try await resilientCall(
-                breaker: breaker, retry: retry, quota: quota, use: use, time: time, reauthenticate: reauthenticate
+                breaker: breaker, retry: retry, quota: quota, use: use, time: time, deadline: limit, reauthenticate: reauthenticate
             ) { () async throws(GatewayError) -> T in
                 var attempt = request
                 if let authorizer { credentials.value = authorizer.authorize(&attempt) }
