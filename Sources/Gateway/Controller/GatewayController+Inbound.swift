@@ -3,13 +3,6 @@ import GatewayModel
 import Logging
 
 extension GatewayController {
-    /// Drains inbound MQTT messages inside the actor.
-    public func consume(_ messages: AsyncStream<InboundMessage>) async {
-        for await message in messages {
-            handle(message)
-        }
-    }
-
     /// Every inbound message ends in an action, or in a `command_failed` event (and an error
     /// response where the sender asked for one). Nothing here throws or blocks.
     public func handle(_ message: InboundMessage) {

@@ -7,9 +7,12 @@ extension GatewayController {
     /// Puts the previous run's devices and last states back before any vendor answers, flagged
     /// `stale`, so Home Assistant has values (and entities) at once after a reboot or in an outage.
     /// Devices of vendors that are no longer configured are removed, with their topics.
-    public func restoreFromCache() {
+    public func restoreFromCache() async {
         guard let persistence else { return }
-        let snapshot = persistence.loadSnapshot()
+        // Read on a Dispatch thread, not on the actor's executor: a large cache must not hold the core.
+        let snapshot = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: persistence.loadSnapshot()) }
+        }
         let configured = Set(config.vendors.map(\.id))
         for device in snapshot.devices {
             guard configured.contains(device.vendorID) else {

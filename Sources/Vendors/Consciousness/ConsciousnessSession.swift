@@ -66,11 +66,6 @@ final class ConsciousnessSession: VendorAuthorizer {
         try await login(replacing: tag)
     }
 
-    /// Forgets the token (the next call logs in).
-    func invalidate() {
-        state.withLock { $0.token = nil }
-    }
-
     /// Logs in unless another caller already did: `replacing` is the tag of refused credentials
     /// (nil: log in if there is no token or it is due for renewal).
     private func login(replacing refused: UInt64?) async throws(GatewayError) {

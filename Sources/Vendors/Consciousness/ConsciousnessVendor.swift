@@ -180,7 +180,8 @@ public final class ConsciousnessVendor: Vendor {
     }
 
     /// Switches several devices in one request. Results are keyed by command id; commands that cannot be
-    /// expressed fail on their own, without being sent. Successful items are also reported as `.state` events.
+    /// expressed fail on their own, without being sent. The confirmed state is returned as each item's
+    /// outcome only (the gateway publishes it once).
     public func executeBatch(_ commands: [DeviceCommand]) async -> [String: Result<CommandOutcome, GatewayError>] {
         var results: [String: Result<CommandOutcome, GatewayError>] = [:]
         var items: [(command: DeviceCommand, action: String)] = []
@@ -209,7 +210,6 @@ public final class ConsciousnessVendor: Vendor {
 
         // Match results by device id; fall back to position when the backend omits ids.
         var unused = Array(answer.results.indices)
-        let observed = http.now()
         for (position, item) in items.enumerated() {
             let index = unused.first { answer.results[$0].deviceID == item.command.vendorDeviceID }
                 ?? unused.first { answer.results[$0].deviceID == nil && $0 == position }
@@ -223,7 +223,6 @@ public final class ConsciousnessVendor: Vendor {
             if result.status?.lowercased() == "success" {
                 let confirmed: [String: StateValue] = ["state": .string(item.action == "turn_on" ? "ON" : "OFF")]
                 remember(item.command.vendorDeviceID, confirmed)
-                sink.send(.state(item.command.device, confirmed, observedAt: observed))
                 results[item.command.id] = .success(CommandOutcome(confirmed: confirmed))
             } else {
                 results[item.command.id] = .failure(http.redactor.redact(GatewayError(
