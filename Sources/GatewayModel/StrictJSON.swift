@@ -152,22 +152,8 @@ private struct Parser {
             index += 1
             skipWhitespace()
             members[key] = try value()
-            skipWhitespace()
-            guard index < bytes.count else { throw fail("the object opened at byte \(open + 1) is not closed") }
-            switch bytes[index] {
-            case UInt8(ascii: ","):
-                let comma = index
-                index += 1
-                skipWhitespace()
-                if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-                    throw JSONSyntaxError(.syntax, "trailing comma", byte: comma + 1)
-                }
-            case UInt8(ascii: "}"):
-                index += 1
-                depth -= 1
+            if try closesAfterElement(UInt8(ascii: "}"), openedAt: open, afterValueOf: key) {
                 return .object(members)
-            default:
-                throw fail("expected ',' or '}' after the value of \(quotedForMessage(key)), found \(describe(index))")
             }
         }
     }
@@ -186,23 +172,35 @@ private struct Parser {
         while true {
             skipWhitespace()
             items.append(try value())
-            skipWhitespace()
-            guard index < bytes.count else { throw fail("the array opened at byte \(open + 1) is not closed") }
-            switch bytes[index] {
-            case UInt8(ascii: ","):
-                let comma = index
-                index += 1
-                skipWhitespace()
-                if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-                    throw JSONSyntaxError(.syntax, "trailing comma", byte: comma + 1)
-                }
-            case UInt8(ascii: "]"):
-                index += 1
-                depth -= 1
+            if try closesAfterElement(UInt8(ascii: "]"), openedAt: open, afterValueOf: nil) {
                 return .array(items)
-            default:
-                throw fail("expected ',' or ']' in the array, found \(describe(index))")
             }
+        }
+    }
+
+    /// After an object member or array item: consumes `,` (false: another element follows; a trailing comma
+    /// is refused) or the closing bracket (true: the container ends and its level is left).
+    /// `key` names the object member just read (nil in an array), for the error message.
+    mutating func closesAfterElement(_ closing: UInt8, openedAt open: Int, afterValueOf key: String?) throws(JSONSyntaxError) -> Bool {
+        skipWhitespace()
+        let container = closing == UInt8(ascii: "}") ? "object" : "array"
+        guard index < bytes.count else { throw fail("the \(container) opened at byte \(open + 1) is not closed") }
+        switch bytes[index] {
+        case UInt8(ascii: ","):
+            let comma = index
+            index += 1
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == closing {
+                throw JSONSyntaxError(.syntax, "trailing comma", byte: comma + 1)
+            }
+            return false
+        case closing:
+            index += 1
+            depth -= 1
+            return true
+        default:
+            let expected = key.map { "expected ',' or '}' after the value of \(quotedForMessage($0))" } ?? "expected ',' or ']' in the array"
+            throw fail("\(expected), found \(describe(index))")
         }
     }
 

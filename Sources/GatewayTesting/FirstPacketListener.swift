@@ -15,20 +15,8 @@ public final class FirstPacketListener: Sendable {
 
     /// Listens on a free loopback port.
     public init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestSupportError("socket() failed: \(String(cString: strerror(errno)))") }
-        var address = loopbackAddress(port: 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else {
-            close(fd)
-            throw TestSupportError("listen failed: \(String(cString: strerror(errno)))")
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        let (fd, port) = try openLoopbackListener(backlog: 64, what: "first-packet listener")
+        self.port = port
         let core = ListenerCore(listener: fd)
         self.core = core
         guard spawnThread({ core.acceptLoop() }) else {

@@ -70,6 +70,24 @@ func loopbackAddress(port: Int) -> sockaddr_in {
     return address
 }
 
+/// A listening TCP socket on a free loopback port: its descriptor and the port. `what` names it in errors.
+func openLoopbackListener(backlog: Int32, what: String) throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestSupportError("socket() failed: \(String(cString: strerror(errno)))") }
+    var address = loopbackAddress(port: 0)
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, $0, &length) == 0
+        }
+    }
+    guard ok else {
+        close(fd)
+        throw TestSupportError("\(what) listen failed: \(String(cString: strerror(errno)))")
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
 /// A test-support failure with a readable message.
 public struct TestSupportError: Error, Sendable, CustomStringConvertible {
     /// What went wrong.

@@ -18,20 +18,8 @@ public final class TCPProxy: Sendable {
     /// Listens on a free loopback port and forwards to 127.0.0.1:`upstreamPort`.
     public init(upstreamPort: Int) throws {
         self.upstreamPort = upstreamPort
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestSupportError("socket() failed: \(String(cString: strerror(errno)))") }
-        var address = loopbackAddress(port: 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else {
-            Glibc.close(fd)
-            throw TestSupportError("proxy listen failed: \(String(cString: strerror(errno)))")
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        let (fd, port) = try openLoopbackListener(backlog: 16, what: "proxy")
+        self.port = port
         // The accept thread holds only the core, so dropping the proxy closes it.
         let core = ProxyCore(listener: fd, upstreamPort: upstreamPort)
         self.core = core

@@ -52,49 +52,19 @@ public final class SecretRedactor: Sendable {
         }
         forms.insert(htmlEscaped(value))
         forms.insert(htmlEscaped(value).replacing("&#39;", with: "&#x27;"))
-        forms.insert(percentEncoded(value))
+        forms.insert(URLText.percentEncoded(value))
         return Array(forms)
     }
 
+    /// The JSON string-literal form of `value` without its quotes (as a vendor echoing it in JSON writes it);
+    /// `escapeSlash` for serializers that write `/` as `\/`.
     static func jsonEscaped(_ value: String, escapeSlash: Bool = false) -> String {
-        var out = ""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "/": out += escapeSlash ? "\\/" : "/"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out
+        let escaped = String(JSONText.quoted(value).dropFirst().dropLast())
+        return escapeSlash ? escaped.replacing("/", with: "\\/") : escaped
     }
 
     static func htmlEscaped(_ value: String) -> String {
         value.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
             .replacing("\"", with: "&quot;").replacing("'", with: "&#39;")
-    }
-
-    static func percentEncoded(_ value: String) -> String {
-        var out = ""
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = String(byte, radix: 16, uppercase: true)
-                out += "%" + (hex.count == 1 ? "0" + hex : hex)
-            }
-        }
-        return out
     }
 }

@@ -13,14 +13,20 @@ import Testing
     static let kitchen = "consciousness_lights-kitchen"
     static let control = FaultMatch(pathPrefix: "/api/v1/devices/lights-kitchen/control")
 
-    @Test func aCommandToASlowBackendIsSentOnceAndConfirmedByReadingBack() async throws {
+    /// The simulator, a gateway with a cache polling it every 30 s (1 s timeout), and an observer that saw the kitchen.
+    static func start(yaml: String = "") async throws -> (ConsciousnessSimulator, GatewayHarness, TestMQTTClient) {
         let simulator = try await ResilienceIntegrationTests.simulator()
-        let directory = try ResilienceIntegrationTests.directory()
         let gateway = try await GatewayHarness.start(
-            directory: directory, vendors: await ResilienceIntegrationTests.vendorYAML(simulator, pollInterval: 30), storage: true)
-        defer { Task { await gateway.stop(); await simulator.stop() } }
+            directory: try ResilienceIntegrationTests.directory(), yaml: yaml,
+            vendors: await ResilienceIntegrationTests.vendorYAML(simulator, pollInterval: 30), storage: true)
         let client = try await gateway.observer("lbs/#", "replies/#")
-        try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)", timeout: .seconds(10))
+        try await client.waitForMessage(topic: "lbs/device/\(kitchen)", timeout: .seconds(10))
+        return (simulator, gateway, client)
+    }
+
+    @Test func aCommandToASlowBackendIsSentOnceAndConfirmedByReadingBack() async throws {
+        let (simulator, gateway, client) = try await Self.start()
+        defer { Task { await gateway.stop(); await simulator.stop() } }
 
         simulator.inject(.late(delay: .seconds(3)), times: 1, matching: Self.control)
         try await client.publish("lbs/device/\(Self.kitchen)/set", #"{"state":"OFF"}"#, qos: .atLeastOnce, responseTopic: "replies/off")
@@ -31,13 +37,8 @@ import Testing
     }
 
     @Test func slowOffThenFastOnEndsOnAndEachIsSentOnce() async throws {
-        let simulator = try await ResilienceIntegrationTests.simulator()
-        let directory = try ResilienceIntegrationTests.directory()
-        let gateway = try await GatewayHarness.start(
-            directory: directory, vendors: await ResilienceIntegrationTests.vendorYAML(simulator, pollInterval: 30), storage: true)
+        let (simulator, gateway, client) = try await Self.start()
         defer { Task { await gateway.stop(); await simulator.stop() } }
-        let client = try await gateway.observer("lbs/#", "replies/#")
-        try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)", timeout: .seconds(10))
 
         simulator.inject(.late(delay: .seconds(3)), times: 1, matching: Self.control)
         try await client.publish("lbs/device/\(Self.kitchen)/set", #"{"state":"OFF"}"#, qos: .atLeastOnce, responseTopic: "replies/off")
@@ -63,14 +64,8 @@ import Testing
     }
 
     @Test func aCommandIsNeverSentAfterItsDeadlineEvenWhenTheVendorAsksToWait() async throws {
-        let simulator = try await ResilienceIntegrationTests.simulator()
-        let directory = try ResilienceIntegrationTests.directory()
-        let gateway = try await GatewayHarness.start(
-            directory: directory, yaml: "commands: {ttl: 3}",
-            vendors: await ResilienceIntegrationTests.vendorYAML(simulator, pollInterval: 30), storage: true)
+        let (simulator, gateway, client) = try await Self.start(yaml: "commands: {ttl: 3}")
         defer { Task { await gateway.stop(); await simulator.stop() } }
-        let client = try await gateway.observer("lbs/#", "replies/#")
-        try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)", timeout: .seconds(10))
 
         // The backend asks for a 30 s pause; the command may wait 3 s at most.
         simulator.injectRateLimit(count: 10, retryAfterSeconds: 30, matching: Self.control)

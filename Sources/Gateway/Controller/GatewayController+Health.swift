@@ -10,8 +10,8 @@ extension GatewayController {
         let previousShown = previous.map(shownState)
         if health.lastSuccess != nil { answeredVendors.insert(health.vendorID) }
         vendorHealth[health.vendorID] = health
-        let moved = previous?.nextAttempt != health.nextAttempt
-        if previous != health || moved { publishVendorHealth(health) }
+        // Any change counts, `next_attempt` moving included (a stale time in the past misleads).
+        if previous != health { publishVendorHealth(health) }
         if persistence != nil {
             pendingWrites.health.append((health.vendorID, vendorHealthJSON(health).render()))
             schedulePersist()
@@ -51,7 +51,7 @@ extension GatewayController {
         if health.state != .ok, let error = health.lastError {
             line += ": \(error.code.rawValue): \(error.message)"
             if let next = health.nextAttempt {
-                line += " Next attempt in \(GatewayError.readable(.milliseconds(Int64(max(0, next.timeIntervalSince(now())) * 1000))))."
+                line += " Next attempt in \(GatewayError.readable(.seconds(max(0, next.timeIntervalSince(now())))))."
             }
             line += " \(error.suggestion)"
         }

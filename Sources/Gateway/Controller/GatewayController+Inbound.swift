@@ -172,7 +172,7 @@ extension GatewayController {
         refreshes[key] = state
         let clock = self.clock
         Task {
-            if wait > 0 { try? await clock.sleep(for: .milliseconds(Int64(wait * 1000) + 1)) }
+            if wait > 0 { try? await clock.sleep(for: .seconds(wait)) }
             await self.runRefresh(key)
         }
     }

@@ -88,8 +88,8 @@ extension GatewayController {
     /// Returns true when the command is settled.
     func settleUnknownOutcome(_ job: CommandJob, _ failure: GatewayError, vendor: any Vendor) async -> Bool {
         let command = job.command
-        let window = Duration.milliseconds(Int64(max(0, config.commands.settleWindow) * 1000))
-        let started = now()
+        let window = Duration.seconds(max(0, config.commands.settleWindow))
+        let settleBy = now().addingTimeInterval(max(0, config.commands.settleWindow))
         var pause = Duration.milliseconds(500)
         logger.notice("command \(command.id) for \(command.device): \(failure.code.rawValue), its outcome is unknown; reading the state back instead of sending it again")
         while true {
@@ -98,9 +98,9 @@ extension GatewayController {
                 await settleSucceeded(job, CommandOutcome(confirmed: values))
                 return true
             }
-            let elapsed = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(started)) * 1000))
-            if elapsed >= window { break }
-            try? await clock.sleep(for: min(pause, window - elapsed))
+            let remaining = settleBy.timeIntervalSince(now())
+            if remaining <= 0 { break }
+            try? await clock.sleep(for: min(pause, .seconds(remaining)))
             pause = min(pause * 2, .seconds(8))
         }
         if isSuperseded(job) {

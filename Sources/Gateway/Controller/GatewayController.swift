@@ -38,8 +38,9 @@ public actor GatewayController {
     var refreshes: [String: RefreshState] = [:]
     /// Vendors that answered at least once since start: their devices may be announced online.
     var answeredVendors: Set<String> = []
-    /// When each device's state was last published (unchanged states are re-sent only on the heartbeat).
-    var lastStatePublish: [DeviceID: Date] = [:]
+    /// The `last_seen` each device's state was last published with: an unchanged state is re-sent only when
+    /// the vendor's observation time moved a heartbeat past it (no clock read per update).
+    var lastPublishedSeen: [DeviceID: Date] = [:]
     /// Retained discovery/availability topics of devices the gateway published before but does not know
     /// now (learned from the broker at start), by device id: cleared once their vendor's inventory lacks them.
     var orphanCandidates: [DeviceID: Set<String>] = [:]
@@ -230,7 +231,7 @@ public actor GatewayController {
                 publishAvailability(id)
             }
             // Unchanged values are not re-sent on every poll: only when the heartbeat refreshes `last_seen`.
-            if !changed, let last = lastStatePublish[id], now().timeIntervalSince(last) < config.mqtt.stateHeartbeat { return }
+            if !changed, let last = lastPublishedSeen[id], observedAt.timeIntervalSince(last) < config.mqtt.stateHeartbeat { return }
             publishState(id, info)
             if changed { markAggregatesDirty(info) }
             if persistence != nil {
@@ -291,7 +292,7 @@ public actor GatewayController {
         if let room = device.roomSlug { roomMembers[room]?.remove(id) }
         states[id] = nil
         availability[id] = nil
-        lastStatePublish[id] = nil
+        lastPublishedSeen[id] = nil
         if config.homeAssistant.enabled {
             for topic in discovery.clearTopics(for: device) { transport.publish(topic, "", qos: 1, retain: true) }
         }
@@ -330,7 +331,7 @@ public actor GatewayController {
         }
         transport.publish(info.stateTopic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
                           qos: 0, retain: config.mqtt.retainState)
-        lastStatePublish[id] = now()
+        lastPublishedSeen[id] = state.lastSeen
         counters.statesPublished += 1
     }
 

@@ -64,8 +64,6 @@ public final class Persistence: Sendable {
     public let store: GatewayStore
     let logger: Logger
     public let health = StorageHealth()
-    /// Failure log lines are rate-limited: a full disk fails every batch.
-    private let lastFailureLog = Mutex<Date?>(nil)
     private let continuation: AsyncStream<WriteBatch>.Continuation
     private let batches: AsyncStream<WriteBatch>
 
@@ -106,14 +104,8 @@ public final class Persistence: Sendable {
             for (vendor, json) in batch.health { try store.saveVendorHealth(vendorID: vendor, json: json) }
             health.recordSuccess()
         } catch {
+            // Logged by the controller when the storage state flips (see `noteStorageChange`), not per failed batch.
             health.recordFailure("cache write failed: \(error)")
-            let now = Date()
-            let due = lastFailureLog.withLock { last -> Bool in
-                guard last.map({ now.timeIntervalSince($0) >= 60 }) ?? true else { return false }
-                last = now
-                return true
-            }
-            if due { logger.error("cache write failed: \(error) (state and history are not being saved; logged at most once a minute)") }
         }
     }
 

@@ -152,7 +152,7 @@ public final class ConsciousnessVendor: Vendor {
     public func executeCommand(_ command: DeviceCommand) async throws(GatewayError) -> CommandOutcome {
         let action = try action(for: command)
         var request = HTTPClientRequest(
-            method: .put, url: "\(options.apiBase)/devices/\(Self.pathSegment(command.vendorDeviceID))/control",
+            method: .put, url: "\(options.apiBase)/devices/\(URLText.percentEncoded(command.vendorDeviceID))/control",
             timeout: options.timeout
         )
         request.body = try Self.encode(WireControlRequest(action: action))
@@ -370,21 +370,5 @@ public final class ConsciousnessVendor: Vendor {
         } catch {
             throw GatewayError.internal("could not encode a request body")
         }
-    }
-
-    /// Percent-encodes a backend id for use as one URL path segment (RFC 3986 unreserved characters stay).
-    static func pathSegment(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = String(byte, radix: 16, uppercase: true)
-                out += "%" + (hex.count == 1 ? "0" + hex : hex)
-            }
-        }
-        return out
     }
 }
