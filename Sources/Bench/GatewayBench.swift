@@ -159,7 +159,7 @@ enum GatewayBench {
             var logger = Logger(label: "bench")
             logger.logLevel = .error
             let client = try MQTTClient(configuration: MQTTTransport.configuration(for: config))
-            let controller = GatewayController(config: config, transport: MQTTTransport(client: client), logger: logger)
+            let controller = await GatewayController(config: config, transport: MQTTTransport(client: client), logger: logger)
             let events = EventInbox<VendorEvent>(capacity: 10_000_000)
             let sink = VendorEventSink { events.send($0) }
             let vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(86_400), extraDevices: extraDevices),

@@ -30,7 +30,7 @@ import Testing
             } else {
                 store = nil
             }
-            controller = GatewayController(config: config, transport: transport, logger: Logger(label: "test"), persistence: persistence)
+            controller = await GatewayController(config: config, transport: transport, logger: Logger(label: "test"), persistence: persistence)
             vendor = ScriptedVendor()
             await controller.register(vendor)
             await controller.handle(.inventory(vendorID: "sv", devices: vendor.devices))

@@ -17,7 +17,7 @@ import Vendors
             var config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "demo", id: "demo")])
             config.homeAssistant.mode = mode
             config.homeAssistant.republishDelayMax = 0
-            controller = GatewayController(config: config, transport: transport, logger: Logger(label: "test"))
+            controller = await GatewayController(config: config, transport: transport, logger: Logger(label: "test"))
             let controller = self.controller
             vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(3600)),
                                 sink: VendorEventSink { event in Task { await controller.handle(event) } })

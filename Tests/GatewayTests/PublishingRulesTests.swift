@@ -18,7 +18,7 @@ import Testing
         func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
     }
 
-    static func controller(
+    @GatewayActor static func controller(
         _ transport: RecordingTransport, time: TestTime = TestTime(), persistence: Persistence? = nil,
         configure: (inout GatewayConfig) -> Void = { _ in }
     ) -> GatewayController {
@@ -36,7 +36,7 @@ import Testing
     @Test func unchangedStateIsPublishedOnlyOnTheHeartbeat() async throws {
         let transport = RecordingTransport()
         let time = TestTime()
-        let controller = Self.controller(transport, time: time) { $0.mqtt.stateHeartbeat = 60 }
+        let controller = await Self.controller(transport, time: time) { $0.mqtt.stateHeartbeat = 60 }
         await controller.handle(.inventory(vendorID: "sv", devices: [Self.meter]))
         let reading: [String: StateValue] = ["solar_power": .number(1200), "solar_energy": .number(10)]
         for _ in 0..<30 {
@@ -53,7 +53,7 @@ import Testing
 
     @Test func countersNeverRunBackwardsButRealResetsPass() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport)
+        let controller = await Self.controller(transport)
         await controller.handle(.inventory(vendorID: "sv", devices: [Self.meter]))
         await controller.handle(.state(Self.meter.id, ["solar_energy": .number(4821.395)], observedAt: Date()))
         // A restart from a fixed value, slightly lower: held at the last value.
@@ -73,7 +73,7 @@ import Testing
         try store.upsertDevices([stored])
         try store.saveStates([StoredState(deviceID: Self.meter.id.rawValue, json: #"{"solar_power":5}"#, sourceTime: 1, updatedAt: 1)])
         let transport = RecordingTransport()
-        let controller = Self.controller(transport, persistence: Persistence(store: store, logger: Logger(label: "test")))
+        let controller = await Self.controller(transport, persistence: Persistence(store: store, logger: Logger(label: "test")))
         await controller.restoreFromCache()
         await controller.connected()
         // A vendor reports `ok` before its first call: neither it nor its devices may look live yet.
@@ -95,7 +95,7 @@ import Testing
 
     @Test func nextAttemptMovingRepublishesVendorHealth() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport)
+        let controller = await Self.controller(transport)
         var health = VendorHealth(vendorID: "sv", state: .down, breaker: "open", lastError: .vendorUnreachable(vendor: "sv", detail: "x"),
                                   nextAttempt: Date(timeIntervalSince1970: 1_800_000_030))
         await controller.handle(.health(health))
@@ -108,7 +108,7 @@ import Testing
 
     @Test func responseTopicsInsideOwnOrHomeAssistantNamespaceAreRefused() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport)
+        let controller = await Self.controller(transport)
         await controller.handle(.inventory(vendorID: "sv", devices: [Self.meter]))
         transport.clear()
         let refused = ["lbs/bridge/state", "lbs/bridge/devices", "lbs/device/sv_meter/availability", "homeassistant/status",
@@ -129,7 +129,7 @@ import Testing
 
     @Test func anAllowListLimitsResponseTopics() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport) { $0.mqtt.responseTopicPrefixes = ["replies/"] }
+        let controller = await Self.controller(transport) { $0.mqtt.responseTopicPrefixes = ["replies/"] }
         await controller.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: [], responseTopic: "other/x"))
         await controller.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: [], responseTopic: "replies/x"))
         #expect(transport.last("other/x") == nil)
@@ -138,7 +138,7 @@ import Testing
 
     @Test func aLongTransactionIsRefusedNotEchoed() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport)
+        let controller = await Self.controller(transport)
         let long = String(repeating: "t", count: 5000)
         await controller.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: Array(#"{"transaction":"\#(long)"}"#.utf8)))
         let response = try #require(transport.last("lbs/bridge/response/info"))
@@ -148,7 +148,7 @@ import Testing
 
     @Test func aHugeInventoryIsCappedWithAnError() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport) { $0.vendors[0].maxDevices = 3 }
+        let controller = await Self.controller(transport) { $0.vendors[0].maxDevices = 3 }
         let devices = (0..<10).map { Device(vendorID: "sv", vendorDeviceID: "d\($0)", name: "D\($0)", type: .sensor, keys: ["temperature"]) }
         await controller.handle(.inventory(vendorID: "sv", devices: devices))
         #expect(await controller.deviceIDs.count == 3)
@@ -160,7 +160,7 @@ import Testing
 
     @Test func droppedVendorEventsAreCountedAndShown() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport)
+        let controller = await Self.controller(transport)
         let inbox = EventInbox<VendorEvent>(capacity: 2)
         await controller.attach(inbox)
         for _ in 0..<5 { inbox.send(.inventory(vendorID: "sv", devices: [])) }
@@ -174,7 +174,7 @@ import Testing
 
     @Test func droppedInboundAndOfflineMessagesAreShownInHealthAndInfo() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport)
+        let controller = await Self.controller(transport)
         await controller.connected()
         transport.setStats(TransportStats(droppedInbound: 11_481, droppedOffline: 7))
         await controller.housekeeping()
@@ -188,7 +188,7 @@ import Testing
 
     @Test func theRetainedSweepEndsWithAnUnsubscribe() async throws {
         let transport = RecordingTransport()
-        let controller = Self.controller(transport)
+        let controller = await Self.controller(transport)
         await controller.connected()
         #expect(transport.subscriptions.contains("lbs/device/+/availability"))
         await controller.endRetainedSweep()

@@ -3,21 +3,48 @@ import GatewayModel
 import Logging
 import MQTT
 import ServiceLifecycle
+import Synchronization
 import Vendors
 
-/// The running gateway as a swift-service-lifecycle `Service`. On SIGTERM/SIGINT it stops the
-/// vendors, publishes `offline`, disconnects cleanly (so the broker does not fire the will) and returns.
+/// The core of a running gateway as a swift-service-lifecycle `Service`: the MQTT connection, the
+/// controller (hub and extensions) and the vendor event inbox. Vendors run in their own service,
+/// `VendorSupervisor`, and the cache writer in `PersistenceService`.
+///
+/// Start order: `PersistenceService`, `GatewayService`, `VendorSupervisor`. The group shuts down in reverse:
+/// 1. the vendors stop (no new events);
+/// 2. the core stops taking MQTT messages, lets commands in flight finish (up to 2 s), cancels its timers,
+///    hands the cache its last batch, publishes `offline` and disconnects cleanly (so the broker does not
+///    fire the will);
+/// 3. the cache writer writes what it was handed and checkpoints the database.
 public struct GatewayService: Service {
     let config: GatewayConfig
     let logger: Logger
     let persistence: Persistence?
     let controls: BridgeControls?
+    let runtime: SharedRuntime
 
-    public init(config: GatewayConfig, logger: Logger, persistence: Persistence? = nil, controls: BridgeControls? = nil) {
+    /// What the core and the vendor supervisor share: the event inbox and the vendors, and the moment the
+    /// vendors may start (after the cache was restored and each vendor got its last known state).
+    public final class SharedRuntime: Sendable {
+        let inbox: EventInbox<VendorEvent>
+        let vendors: [any Vendor]
+        private let ready = ReadyGate()
+
+        init(inbox: EventInbox<VendorEvent>, vendors: [any Vendor]) {
+            self.inbox = inbox
+            self.vendors = vendors
+        }
+
+        func markReady() { ready.open() }
+        func waitUntilReady() async { await ready.wait() }
+    }
+
+    init(config: GatewayConfig, logger: Logger, persistence: Persistence?, controls: BridgeControls?, runtime: SharedRuntime) {
         self.config = config
         self.logger = logger
         self.persistence = persistence
         self.controls = controls
+        self.runtime = runtime
     }
 
     /// The services of a configured gateway, in start order (shutdown runs in reverse).
@@ -26,31 +53,36 @@ public struct GatewayService: Service {
         // Also refuse a programmatically built config that `ConfigLoader` would have refused.
         let problems = VendorCatalog.crossCheck(config)
         if !problems.isEmpty { throw ConfigLoader.Failure(problems: problems) }
-        guard let storage = config.storage else { return [GatewayService(config: config, logger: logger, controls: controls)] }
-        let persistence = try Persistence(path: storage.path, logger: logger)
-        return [PersistenceService(persistence: persistence, retention: storage.retention), GatewayService(config: config, logger: logger, persistence: persistence, controls: controls)]
+        let persistence = try config.storage.map { try Persistence(path: $0.path, logger: logger) }
+        let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger)
+        // Built before anything runs, so a bad vendor entry stops the start with its error.
+        let inbox = EventInbox<VendorEvent>(capacity: 100_000)
+        let sink = VendorEventSink { inbox.send($0) }
+        let vendors = try config.vendors.map { try VendorCatalog.make($0, sink: sink, context: context) }
+        let runtime = SharedRuntime(inbox: inbox, vendors: vendors)
+        var services: [any Service] = []
+        if let persistence, let storage = config.storage {
+            services.append(PersistenceService(persistence: persistence, retention: storage.retention))
+        }
+        services.append(GatewayService(config: config, logger: logger, persistence: persistence, controls: controls, runtime: runtime))
+        services.append(VendorSupervisor(runtime: runtime, logger: logger))
+        return services
     }
 
     public func run() async throws {
         let client = try MQTTClient(configuration: MQTTTransport.configuration(for: config))
         let transport = MQTTTransport(client: client)
-        let controller = GatewayController(config: config, transport: transport, logger: logger, persistence: persistence)
+        let controller = await GatewayController(config: config, transport: transport, logger: logger, persistence: persistence)
         if let controls { await controller.configureBridge(controls) }
         // Cached devices and states go out (flagged stale) on the first connect, before any vendor answers.
         await controller.restoreFromCache()
-        let events = EventInbox<VendorEvent>(capacity: 100_000)
+        let events = runtime.inbox
         await controller.attach(events)
-        let sink = VendorEventSink { events.send($0) }
-        var vendors: [any Vendor] = []
-        let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger)
-        for settings in config.vendors {
-            let vendor = try VendorCatalog.make(settings, sink: sink, context: context)
-            await controller.register(vendor)
-            vendors.append(vendor)
-        }
+        for vendor in runtime.vendors { await controller.register(vendor) }
         await controller.resumeOutbox()
+        runtime.markReady()
         client.start()
-        logger.info("lbs-gateway \(GatewayController.version) starting: broker \(ConfigLoader.redactURL(config.mqtt.url)), base topic '\(config.mqtt.baseTopic)', \(vendors.count) vendor(s)")
+        logger.info("lbs-gateway \(GatewayController.version) starting: broker \(ConfigLoader.redactURL(config.mqtt.url)), base topic '\(config.mqtt.baseTopic)', \(runtime.vendors.count) vendor(s)")
 
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -71,10 +103,7 @@ public struct GatewayService: Service {
             }
             group.addTask { await controller.consume(events) }
             group.addTask { await controller.runBridgeHealth() }
-            for vendor in vendors {
-                group.addTask { await Self.keepRunning(vendor, logger: logger) }
-            }
-            // Wait for SIGTERM/SIGINT (or cancellation), then stop everything above.
+            // Wait for the group's shutdown (the vendors stopped before it reaches this service), or cancellation.
             try? await gracefulShutdown()
             logger.info("shutting down")
             group.cancelAll()
@@ -85,6 +114,27 @@ public struct GatewayService: Service {
         if !acknowledged { logger.warning("the broker did not acknowledge the offline state in time") }
         await client.shutdown()
         logger.info("stopped")
+    }
+}
+
+/// Runs every configured vendor, each restarted after a pause when its loop fails, until the group
+/// shuts down. It is the last service in the group, so on shutdown the vendors stop first.
+public struct VendorSupervisor: Service {
+    let runtime: GatewayService.SharedRuntime
+    let logger: Logger
+
+    public func run() async throws {
+        await runtime.waitUntilReady()
+        let vendors = runtime.vendors
+        let logger = self.logger
+        await withTaskGroup(of: Void.self) { group in
+            for vendor in vendors {
+                group.addTask { await Self.keepRunning(vendor, logger: logger) }
+            }
+            try? await gracefulShutdown()
+            group.cancelAll()
+        }
+        logger.debug("vendors stopped")
     }
 
     /// A vendor whose loop fails is restarted after a pause; it never takes the gateway down.
@@ -102,6 +152,31 @@ public struct GatewayService: Service {
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(60))
             }
+        }
+    }
+}
+
+/// A one-way gate: waiters resume once it opens (at once when it is open already).
+final class ReadyGate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
         }
     }
 }

@@ -8,7 +8,7 @@ import GatewayModel
 /// window has passed, so one blocked device cannot hold up the rest — the group goes out at once.
 /// Items that arrive after that, and items the vendor call left undone for a transient reason
 /// (vendor down, timeout), continue one by one through the normal outbox path.
-extension GatewayController {
+extension Commands {
     /// How long the first item of a group waits for the others before the group goes out without them.
     static let batchGatherWindow = Duration.milliseconds(250)
 
@@ -50,12 +50,12 @@ extension GatewayController {
         group.waiting.append((job, continuation))
         batchGroups[key] = group
         if group.waiting.count >= group.expected {
-            Task { await self.sendBatch(key) }
+            hub.tasks.spawn { [self] in await sendBatch(key) }
         } else if group.waiting.count == 1 {
             let clock = self.clock
-            Task {
+            hub.tasks.spawn { [self] in
                 try? await clock.sleep(for: Self.batchGatherWindow)
-                await self.sendBatch(key)
+                await sendBatch(key)
             }
         }
     }
@@ -80,7 +80,7 @@ extension GatewayController {
         await record { store in
             for id in ids { try store.markSending(id: id) }
         }
-        let results = await vendor.executeBatch(ready.map(\.job.command))
+        let results = await sending { await vendor.executeBatch(ready.map(\.job.command)) }
         for (job, resume) in ready {
             let id = job.command.id
             switch results[id] {

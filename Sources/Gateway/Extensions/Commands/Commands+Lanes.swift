@@ -13,7 +13,7 @@ import Logging
 ///   cannot be stored is refused with `storage_unavailable` (unless `commands.when_storage_fails: send`).
 /// - A lane runs one command at a time, in arrival order. Each admission records, per key, the newest
 ///   command that sets it: an older command all of whose keys a newer one sets is `superseded`.
-extension GatewayController {
+extension Commands {
     struct CommandLane {
         /// Waiting commands, front first; the front one may be running.
         var jobs: [CommandJob] = []
@@ -31,7 +31,7 @@ extension GatewayController {
             let id = job.command.device
             var lane = lanes[id] ?? CommandLane()
             guard lane.jobs.count < config.commands.maxQueuedPerDevice else {
-                counters.commandsRefused += 1
+                hub.counters.commandsRefused += 1
                 refuse(job, .queueFull(device: id.rawValue, limit: config.commands.maxQueuedPerDevice))
                 continue
             }
@@ -49,7 +49,7 @@ extension GatewayController {
         }
         if needsStoring, !storing {
             storing = true
-            Task { await self.storeWaitingCommands() }
+            hub.tasks.spawn { [self] in await storeWaitingCommands() }
         }
     }
 
@@ -74,7 +74,7 @@ extension GatewayController {
     private func startLaneIfIdle(_ id: DeviceID) {
         guard lanes[id]?.runnerActive == false else { return }
         lanes[id]?.runnerActive = true
-        Task { await self.runLane(id) }
+        hub.tasks.spawn { [self] in await runLane(id) }
     }
 
     private func runLane(_ id: DeviceID) async {
@@ -119,7 +119,7 @@ extension GatewayController {
                 guard let index = lanes[id]?.jobs.firstIndex(where: { $0.command.id == job.command.id }) else { continue }
                 if let failure, config.commands.whenStorageFails == .refuse {
                     lanes[id]?.jobs.remove(at: index)
-                    counters.commandsRefused += 1
+                    hub.counters.commandsRefused += 1
                     refuse(job, failure)
                 } else {
                     lanes[id]?.jobs[index].ready = true

@@ -5,7 +5,7 @@ import Logging
 
 /// The command outbox: every command is stored before it is sent, waits while its vendor is down,
 /// runs once on recovery (in order per device), and is dropped as `expired` after its TTL.
-extension GatewayController {
+extension Commands {
     /// Runs one command at the front of its device lane: with its batch group when it has one,
     /// otherwise (or for what the batch call left undone) on its own.
     func runCommand(_ job: CommandJob) async {
@@ -57,7 +57,7 @@ extension GatewayController {
             }
             await record(job) { try $0.markSending(id: id) }
             do {
-                return await settleSucceeded(job, try await vendor.execute(command))
+                return await settleSucceeded(job, try await sending { try await vendor.execute(command) })
             } catch {
                 let failure = error as? GatewayError ?? GatewayError(.internal, message: "\(error)")
                 if failure.outcomeUnknown || failure.code == .vendorTimeout {
@@ -73,6 +73,8 @@ extension GatewayController {
                 if remaining < wait.seconds { wait = .milliseconds(Int64(max(0, remaining) * 1000) + 10) }
                 logger.info("command \(id) waits for \(command.vendorID) (\(failure.code.rawValue)); next try in \(GatewayError.readable(wait))")
                 try? await clock.sleep(for: wait)
+                // Shutting down: the row stays queued and runs after the restart.
+                if Task.isCancelled { return }
                 backoff = min(backoff * 2, .seconds(5))
             }
         }
@@ -101,6 +103,8 @@ extension GatewayController {
             let remaining = settleBy.timeIntervalSince(now())
             if remaining <= 0 { break }
             try? await clock.sleep(for: min(pause, .seconds(remaining)))
+            // Shutting down: the row stays `sending`; the restart settles it (never re-sent for locks).
+            if Task.isCancelled { return true }
             pause = min(pause * 2, .seconds(8))
         }
         if isSuperseded(job) {
@@ -146,8 +150,8 @@ extension GatewayController {
     func settleSucceeded(_ job: CommandJob, _ outcome: CommandOutcome) async {
         let command = job.command
         let id = command.id
-        counters.commandsExecuted += 1
-        applyConfirmed(outcome.confirmed, to: command.device)
+        hub.counters.commandsExecuted += 1
+        hub.applyConfirmed(outcome.confirmed, to: command.device)
         respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)
         let result = JSONText.object(outcome.confirmed)
         await record(job) { try $0.markAcked(id: id, resultJSON: result) }
@@ -165,17 +169,6 @@ extension GatewayController {
         }
         job.completion?(failure)
         fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
-    }
-
-    func applyConfirmed(_ confirmed: [String: StateValue], to id: DeviceID) {
-        guard devices[id] != nil, !confirmed.isEmpty else { return }
-        states[id, default: DeviceState()].merge(confirmed, observedAt: now())
-        publishState(id)
-        markAggregatesDirty(for: id)
-        if persistence != nil {
-            dirtyStates.insert(id)
-            schedulePersist()
-        }
     }
 
     /// After a restart: commands that never reached their vendor run (if not expired); commands

@@ -1,0 +1,370 @@
+import Foundation
+import GatewayModel
+import Logging
+
+/// Read-only wiring every part of the gateway shares.
+struct GatewayContext: Sendable {
+    let config: GatewayConfig
+    let topics: Topics
+    let transport: any MessageTransport
+    let logger: Logger
+    let clock: any Clock<Duration>
+    let now: @Sendable () -> Date
+    let startedAt: Date
+}
+
+/// The small core: the device registry, current states, availability and vendor health. It turns
+/// vendor events into `HubEvent`s for its extensions and guards what vendors report (counters never run
+/// backwards, inventories stay within `max_devices`). It knows no topics except the bridge's own state
+/// and events; publishing device topics, discovery, caching and commands are extensions.
+@GatewayActor
+final class GatewayHub {
+    let context: GatewayContext
+    var config: GatewayConfig { context.config }
+    var topics: Topics { context.topics }
+    var transport: any MessageTransport { context.transport }
+    var logger: Logger { context.logger }
+    var clock: any Clock<Duration> { context.clock }
+    func now() -> Date { context.now() }
+
+    private(set) var extensions: [any GatewayExtension] = []
+    let tasks = TaskSet()
+
+    private(set) var vendors: [String: any Vendor] = [:]
+    private(set) var vendorTypes: [String: String] = [:]
+    private(set) var vendorHealth: [String: VendorHealth] = [:]
+    private(set) var devices: [DeviceID: Device] = [:]
+    private(set) var states: [DeviceID: DeviceState] = [:]
+    private(set) var availability: [DeviceID: Bool] = [:]
+    /// Vendors that answered at least once since start: their devices may be announced online.
+    private(set) var answeredVendors: Set<String> = []
+    /// Vendors that delivered their device list since start (orphans of other vendors are kept until they do).
+    private(set) var inventoriedVendors: Set<String> = []
+    /// Vendors whose inventory was cut to `max_devices` (reported once).
+    private var cappedVendors: Set<String> = []
+    /// What every state update needs per device, found with one lookup.
+    private var hot: [DeviceID: HotInfo] = [:]
+    /// The `last_seen` of each device's last `stateUpdated`: an unchanged state is passed on only when the
+    /// vendor's observation time moved a heartbeat past it (no clock read per update).
+    private var lastEmitted: [DeviceID: Date] = [:]
+    var counters = Counters()
+    var eventInbox: EventInbox<VendorEvent>?
+    private var logLimits: [String: LogLimit] = [:]
+
+    private struct HotInfo {
+        var vendorID: String
+        /// Reports a counter (`total_increasing`): updates pass `guardCounters`.
+        var hasCounters: Bool
+    }
+
+    struct Counters {
+        var commandsExecuted = 0
+        var commandsFailed = 0
+        var statesPublished = 0
+        var inboundMessages = 0
+        /// Commands refused before they were queued (`queue_full`, `storage_unavailable`).
+        var commandsRefused = 0
+        var refusedResponses = 0
+        /// Counter readings held back because they were lower than the last published (see `guardCounters`).
+        var counterDipsHeld = 0
+    }
+
+    init(context: GatewayContext) {
+        self.context = context
+    }
+
+    func install(_ list: [any GatewayExtension]) {
+        extensions = list
+    }
+
+    /// Drops the extensions (they hold the hub) and cancels their timers.
+    func dismantle() {
+        extensions = []
+        let tasks = self.tasks
+        Task { await tasks.cancelAndWait() }
+    }
+
+    /// Hands an event to every extension, in list order, synchronously.
+    func emit(_ event: HubEvent) {
+        for item in extensions { item.handle(event) }
+    }
+
+    func first<T>(_ type: T.Type) -> T? {
+        extensions.lazy.compactMap { $0 as? T }.first
+    }
+
+    // MARK: - Vendors
+
+    func register(_ vendor: any Vendor) {
+        vendors[vendor.instanceID] = vendor
+        vendorTypes[vendor.instanceID] = vendor.typeName
+        // Vendors that integrate values themselves (counters) continue from the cache, never lower.
+        var lastKnown: [DeviceID: [String: StateValue]] = [:]
+        for (id, device) in devices where device.vendorID == vendor.instanceID {
+            if let values = states[id]?.values { lastKnown[id] = values }
+        }
+        if !lastKnown.isEmpty { vendor.restore(lastKnown: lastKnown) }
+    }
+
+    // MARK: - Connection
+
+    func connected() {
+        var filters: [String] = []
+        for item in extensions { filters += item.subscriptions }
+        transport.subscribe(filters)
+        publishBridgeOnline()
+        emit(.connected)
+        logger.info("connected to the broker; published \(devices.count) devices")
+    }
+
+    func publishBridgeOnline() {
+        transport.publish(topics.bridgeState, #"{"state":"online"}"#, qos: 1, retain: true)
+    }
+
+    // MARK: - Vendor events
+
+    func handle(_ event: VendorEvent) {
+        switch event {
+        case .inventory(let vendorID, let list):
+            applyInventory(vendorID: vendorID, devices: list)
+        case .state(let id, let values, let observedAt):
+            applyState(id, values, observedAt: observedAt)
+        case .availability(let id, let online):
+            guard let device = devices[id], availability[id] != online else { return }
+            answeredVendors.insert(device.vendorID)
+            setAvailability(id, online)
+        case .health(let health):
+            applyHealth(health)
+        }
+    }
+
+    private func applyState(_ id: DeviceID, _ values: [String: StateValue], observedAt: Date) {
+        guard let info = hot[id] else {
+            logger.debug("state for unknown device \(id) ignored")
+            return
+        }
+        answeredVendors.insert(info.vendorID)
+        var update = values
+        if info.hasCounters { guardCounters(id, &update) }
+        // Merged in place: copying the state out and back would copy its dictionary on every update.
+        let changed = states[id, default: DeviceState()].mergeReportingChange(update, observedAt: observedAt)
+        if availability[id] != true, vendorHealth[info.vendorID]?.state != .down { setAvailability(id, true) }
+        // Unchanged values are not passed on with every poll: only when the heartbeat refreshes `last_seen`.
+        if !changed, let last = lastEmitted[id], observedAt.timeIntervalSince(last) < config.mqtt.stateHeartbeat { return }
+        lastEmitted[id] = observedAt
+        emit(.stateUpdated(id, update: update, changed: changed, observedAt: observedAt, source: .vendor))
+    }
+
+    /// The state a vendor confirmed as a command's outcome.
+    func applyConfirmed(_ confirmed: [String: StateValue], to id: DeviceID) {
+        guard devices[id] != nil, !confirmed.isEmpty else { return }
+        let moment = now()
+        states[id, default: DeviceState()].merge(confirmed, observedAt: moment)
+        lastEmitted[id] = moment
+        emit(.stateUpdated(id, update: confirmed, changed: true, observedAt: moment, source: .command))
+    }
+
+    func setAvailability(_ id: DeviceID, _ online: Bool) {
+        availability[id] = online
+        emit(.availabilityChanged(id, online: online))
+    }
+
+    // MARK: - Registry
+
+    func applyInventory(vendorID: String, devices reported: [Device]) {
+        answeredVendors.insert(vendorID)
+        inventoriedVendors.insert(vendorID)
+        let list = capped(reported, vendorID: vendorID)
+        let incoming = Dictionary(list.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        var changed = false
+        for old in devices.values where old.vendorID == vendorID && incoming[old.id] == nil {
+            removeDevice(old)
+            changed = true
+        }
+        for device in list where devices[device.id] != device {
+            addOrUpdate(device)
+            changed = true
+        }
+        emit(.inventoryApplied(vendorID: vendorID, changed: changed))
+    }
+
+    /// A device added or changed; a new one starts online unless its vendor is down.
+    func addOrUpdate(_ device: Device) {
+        let isNew = devices[device.id] == nil
+        store(device)
+        if isNew {
+            availability[device.id] = vendorHealth[device.vendorID].map { $0.state != .down } ?? true
+            publishEvent("device_added", ["id": .string(device.id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID)])
+            emit(.deviceAdded(device, restored: false))
+        } else {
+            emit(.deviceChanged(device))
+        }
+    }
+
+    private func store(_ device: Device) {
+        devices[device.id] = device
+        hot[device.id] = HotInfo(vendorID: device.vendorID, hasCounters: device.keys.contains { StateKeys.spec($0)?.series == .counter })
+    }
+
+    func removeDevice(_ device: Device) {
+        let id = device.id
+        devices[id] = nil
+        hot[id] = nil
+        states[id] = nil
+        availability[id] = nil
+        lastEmitted[id] = nil
+        emit(.deviceRemoved(device))
+        publishEvent("device_removed", ["id": .string(id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID)])
+    }
+
+    /// The previous run's devices and last states (flagged stale, offline until their vendor answers).
+    /// Devices of vendors no longer configured are removed, with their topics.
+    func restore(devices cached: [Device], states cachedStates: [DeviceID: DeviceState]) {
+        let configured = Set(config.vendors.map(\.id))
+        for device in cached {
+            guard configured.contains(device.vendorID) else {
+                store(device)
+                removeDevice(device)
+                continue
+            }
+            if var state = cachedStates[device.id] {
+                state.stale = true
+                states[device.id] = state
+            }
+            store(device)
+            availability[device.id] = false
+            emit(.deviceAdded(device, restored: true))
+        }
+    }
+
+    // MARK: - Guards on what vendors report
+
+    /// Home Assistant reads a `total_increasing` value that drops by less than 10 % as a glitch (it logs
+    /// "not strictly increasing" and its statistics go negative), and a larger drop as a meter reset.
+    /// So a counter reading slightly below the last known one is held at the last value; a drop of 10 %
+    /// or more is a real reset and is published as is.
+    static let counterResetRatio = 0.9
+
+    private func guardCounters(_ id: DeviceID, _ update: inout [String: StateValue]) {
+        guard let current = states[id]?.values else { return }
+        for (key, value) in update {
+            guard let new = value.number, let old = current[key]?.number, new < old,
+                  StateKeys.spec(key)?.series == .counter, new >= old * Self.counterResetRatio else { continue }
+            update[key] = .number(old)
+            counters.counterDipsHeld += 1
+            rateLimitedLog("counter-dip", .info, "\(id) reported \(key) \(JSONText.number(new)) below the last value \(JSONText.number(old)); kept \(JSONText.number(old)) (counters never run backwards)", every: 60)
+        }
+    }
+
+    /// At most `max_devices` devices of one vendor (sorted by id, so the same ones stay); the rest are
+    /// refused once with an error, not silently.
+    private func capped(_ list: [Device], vendorID: String) -> [Device] {
+        let limit = config.vendors.first { $0.id == vendorID }?.maxDevices ?? 5000
+        guard list.count > limit else {
+            cappedVendors.remove(vendorID)
+            return list
+        }
+        if cappedVendors.insert(vendorID).inserted {
+            logger.error("vendor \(vendorID) reports \(list.count) devices; only the first \(limit) (by id) are used. Raise vendors[].max_devices if that many are real.")
+            publishEvent("inventory_truncated", [
+                "vendor": .string(vendorID), "reported": .number(Double(list.count)), "max_devices": .number(Double(limit)),
+                "error": Self.errorJSON(GatewayError(
+                    .badRequest, message: "Vendor '\(vendorID)' reports \(list.count) devices; max_devices is \(limit).",
+                    suggestion: "Raise vendors[].max_devices for this vendor if that many devices are real."
+                )),
+            ])
+        }
+        return Array(list.sorted { $0.id < $1.id }.prefix(limit))
+    }
+
+    // MARK: - Vendor health
+
+    /// Records a vendor's health, announces changes of state or breaker as `vendor_state_changed`,
+    /// and makes the vendor's devices' availability follow it.
+    func applyHealth(_ health: VendorHealth) {
+        let previous = vendorHealth[health.vendorID]
+        let previousShown = previous.map(shownState)
+        if health.lastSuccess != nil { answeredVendors.insert(health.vendorID) }
+        vendorHealth[health.vendorID] = health
+        // Any change counts, `next_attempt` moving included (a stale time in the past misleads).
+        if previous != health { emit(.vendorHealthChanged(health, previous: previous)) }
+        let shown = shownState(health)
+        if previousShown != shown || previous?.breaker != health.breaker {
+            var data: [String: JSON] = [
+                "vendor": .string(health.vendorID), "state": .string(shown), "breaker": .string(health.breaker),
+            ]
+            if let previousShown { data["previous_state"] = .string(previousShown) }
+            if let error = health.lastError { data["error"] = Self.errorJSON(error) }
+            publishEvent("vendor_state_changed", .object(data))
+            logHealthChange(health, shown: shown)
+        }
+        // A vendor's devices are announced online only after it answered once: not on the optimistic
+        // `ok` a vendor reports before its first call.
+        let online = health.state != .down && answeredVendors.contains(health.vendorID)
+        for device in devices.values where device.vendorID == health.vendorID && availability[device.id] != online {
+            setAvailability(device.id, online)
+        }
+    }
+
+    /// The state users see: `starting` until the vendor answered or failed once (a vendor reports `ok` before
+    /// its first call, which would announce devices online for a moment at every start with the vendor down).
+    func shownState(_ health: VendorHealth) -> String {
+        if health.state == .ok, health.lastSuccess == nil, health.lastError == nil, !answeredVendors.contains(health.vendorID) {
+            return "starting"
+        }
+        return health.state.rawValue
+    }
+
+    /// One line per change that says what happened and what to do.
+    private func logHealthChange(_ health: VendorHealth, shown: String) {
+        var line = "vendor \(health.vendorID) is \(shown) (breaker \(health.breaker))"
+        if health.state != .ok, let error = health.lastError {
+            line += ": \(error.code.rawValue): \(error.message)"
+            if let next = health.nextAttempt {
+                line += " Next attempt in \(GatewayError.readable(.seconds(max(0, next.timeIntervalSince(now())))))."
+            }
+            line += " \(error.suggestion)"
+        }
+        switch health.state {
+        case .ok: logger.notice("\(line)")
+        case .degraded: logger.warning("\(line)")
+        case .down: logger.error("\(line)")
+        }
+    }
+
+    func vendorHealthJSON(_ health: VendorHealth) -> JSON {
+        var object: [String: JSON] = [
+            "state": .string(shownState(health)), "breaker": .string(health.breaker),
+            "last_success": health.lastSuccess.map { .string(ISOTime.format($0)) } ?? .null,
+            "last_error": health.lastError.map(Self.errorJSON) ?? .null,
+            "next_attempt": health.nextAttempt.map { .string(ISOTime.format($0)) } ?? .null,
+        ]
+        if !health.quota.isEmpty {
+            object["quota"] = .object(health.quota.mapValues { .object($0.mapValues(JSON.number)) })
+        }
+        return .object(object)
+    }
+
+    // MARK: - Logging
+
+    /// Logs at most one line per `key` and interval, with the number of lines it held back.
+    func rateLimitedLog(_ key: String, _ level: Logger.Level, _ message: @autoclosure () -> String, every interval: TimeInterval = 10) {
+        let moment = now()
+        var entry = logLimits[key] ?? LogLimit()
+        if let last = entry.last, moment.timeIntervalSince(last) < interval {
+            entry.suppressed += 1
+            logLimits[key] = entry
+            return
+        }
+        let held = entry.suppressed
+        entry = LogLimit(last: moment, suppressed: 0)
+        logLimits[key] = entry
+        let suffix = held > 0 ? " (\(held) similar line(s) in the last \(Int(interval)) s not logged)" : ""
+        logger.log(level: level, "\(message())\(suffix)")
+    }
+
+    private struct LogLimit {
+        var last: Date?
+        var suppressed = 0
+    }
+}

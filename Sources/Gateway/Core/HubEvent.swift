@@ -1,0 +1,42 @@
+import Foundation
+import GatewayModel
+
+/// What the hub tells its extensions, in the order things happen. Dispatch is synchronous and in
+/// the order of the extension list (see `GatewayController.extensions(for:)`), which is how the
+/// order of messages users rely on comes about: see "Order of messages" in `mqtt-topics.md`.
+enum HubEvent {
+    /// The broker connection is (again) up: subscriptions are made and `bridge/state` is online.
+    /// Everything retained goes out again (the broker may have restarted without persistence).
+    case connected
+    /// A device joined the registry: from a vendor, or (`restored`) from the cache at start-up, before
+    /// the first connect (nothing needs publishing then: `connected` sends everything).
+    case deviceAdded(Device, restored: Bool)
+    /// A known device's description changed (name, room, keys…).
+    case deviceChanged(Device)
+    /// A device left the registry; its retained topics are cleared.
+    case deviceRemoved(Device)
+    /// A vendor's full inventory was applied; `changed` when devices were added, changed or removed.
+    case inventoryApplied(vendorID: String, changed: Bool)
+    /// New values for a device. `changed` is false for a heartbeat (same values, `last_seen` moved).
+    case stateUpdated(DeviceID, update: [String: StateValue], changed: Bool, observedAt: Date, source: StateSource)
+    case availabilityChanged(DeviceID, online: Bool)
+    case vendorHealthChanged(VendorHealth, previous: VendorHealth?)
+    /// A one-off event a vendor reported for a device (a button press, a leak detected).
+    case deviceEvent(DeviceID, type: String, data: [String: StateValue], at: Date)
+    /// Home Assistant came (back) online and its random delay passed: states go out again.
+    case homeAssistantBirth
+    /// A home view (`energy/home`, `environment/<room>`) was published; nil when it was cleared.
+    case homeViewUpdated(HomeAssistantDiscovery.HomeView, payload: JSON?)
+    /// Something `bridge/info` shows changed (log level, storage state, drops).
+    case bridgeInfoChanged
+    /// The cache's writability may have changed (an outbox or write-behind write failed or succeeded).
+    case storageHealthChanged
+}
+
+/// Where new values came from.
+enum StateSource {
+    /// Reported by the vendor (a poll or a push).
+    case vendor
+    /// Confirmed by the vendor as the outcome of a command.
+    case command
+}

@@ -1,0 +1,31 @@
+/// The short-lived tasks of the core and its extensions (coalescing timers, command lanes, requests),
+/// tracked so shutdown can cancel and await them: nothing runs untracked past the gateway's life.
+@GatewayActor
+final class TaskSet {
+    private var tasks: [UInt64: Task<Void, Never>] = [:]
+    private var nextID: UInt64 = 0
+    private(set) var closed = false
+
+    /// Starts `operation` on the gateway's executor; ignored once the set is closed (shutting down).
+    func spawn(_ operation: @escaping @GatewayActor () async -> Void) {
+        guard !closed else { return }
+        nextID += 1
+        let id = nextID
+        tasks[id] = Task { @GatewayActor in
+            await operation()
+            self.tasks[id] = nil
+        }
+    }
+
+    var count: Int { tasks.count }
+
+    /// Refuses new tasks, cancels the running ones and waits for them to end.
+    func cancelAndWait() async {
+        closed = true
+        while let (id, task) = tasks.first {
+            task.cancel()
+            await task.value
+            tasks[id] = nil
+        }
+    }
+}

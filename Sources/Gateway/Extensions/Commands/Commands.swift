@@ -1,0 +1,193 @@
+import Cache
+import Foundation
+import GatewayModel
+import Logging
+
+/// Commands, from MQTT to the vendor: `/set` and `batch` are parsed against the device's capabilities,
+/// admitted into one bounded lane per device (`+Lanes`), stored in the outbox with a cache, sent through
+/// the vendor's breaker with at-most-once rules for unknown outcomes (`+Outbox`), grouped into one vendor
+/// call for batches (`+Batch`); `/get` and `device/refresh` are coalesced refreshes (`+Refresh`).
+@GatewayActor
+final class Commands: GatewayExtension {
+    let hub: GatewayHub
+    /// The cache the outbox lives in; nil without `storage:` (commands then live in memory only).
+    let persistence: Persistence?
+
+    /// One bounded command lane per device (see `+Lanes`).
+    var lanes: [DeviceID: CommandLane] = [:]
+    var commandSequence: UInt64 = 0
+    /// Admitted commands waiting for the outbox writer, in arrival order.
+    var storeQueue: [CommandJob] = []
+    var storing = false
+    /// `/get` and `device/refresh` requests, coalesced per device (see `refresh`).
+    var refreshes: [String: RefreshState] = [:]
+    /// Batch items of one vendor gathering at the front of their device lanes (see `joinBatch`).
+    var batchGroups: [String: BatchGroup] = [:]
+    /// Vendor calls under way (see `sending`).
+    private var inFlight = 0
+
+    struct CommandJob: Sendable {
+        var command: DeviceCommand
+        var reply: Reply
+        /// Already in the outbox (resumed after a restart).
+        var persisted = false
+        /// Told the final outcome (nil = done), for batch requests.
+        var completion: (@Sendable (GatewayError?) -> Void)?
+        /// The batch group this command goes out with in one vendor call, if any.
+        var batchGroup: String?
+        /// Admission order (see `isSuperseded`).
+        var sequence: UInt64 = 0
+        /// The batch request this command came in (items of one request never supersede each other:
+        /// the requester ordered them on purpose).
+        var requestTag: String?
+        /// Stored in the outbox (or no cache): its lane may run it.
+        var ready = false
+    }
+
+    init(hub: GatewayHub, persistence: Persistence?) {
+        self.hub = hub
+        self.persistence = persistence
+    }
+
+    // What the command code reads from the core, by the names it always used.
+    var config: GatewayConfig { hub.config }
+    var logger: Logger { hub.logger }
+    var clock: any Clock<Duration> { hub.clock }
+    func now() -> Date { hub.now() }
+    var devices: [DeviceID: Device] { hub.devices }
+    var vendors: [String: any Vendor] { hub.vendors }
+
+    var subscriptions: [String] {
+        let base = hub.topics.base
+        return ["\(base)/device/+/set", "\(base)/device/+/set/+", "\(base)/device/+/get"]
+    }
+
+    var requestNames: [String] { ["device/refresh", "batch"] }
+
+    func receive(_ route: Topics.Inbound, _ message: InboundMessage) -> Bool {
+        switch route {
+        case .set(let rawID, let key): handleSet(message, rawID: rawID, key: key)
+        case .get(let rawID): handleGet(message, rawID: rawID)
+        default: return false
+        }
+        return true
+    }
+
+    func request(_ name: String, body: [String: JSONValue], reply: Reply, context: JSON) {
+        switch name {
+        case "device/refresh":
+            guard case .string(let raw)? = body["id"] ?? body["device"] else {
+                return fail(.invalidPayload("device/refresh needs {\"id\":\"<device_id>\"}"), device: nil, context: context, reply: reply)
+            }
+            guard let id = DeviceID(validating: raw), devices[id] != nil else {
+                return fail(.unknownDevice(raw), device: nil, context: context, reply: reply)
+            }
+            refresh(id, reply: reply)
+        default:
+            batch(body, reply: reply, context: context)
+        }
+    }
+
+    func handle(_ event: HubEvent) {
+        if case .vendorHealthChanged(let health, let previous) = event, previous?.state == .down, health.state != .down {
+            vendorRecovered(health.vendorID)
+        }
+    }
+
+    func report(into report: inout BridgeReport) {
+        let depths = queueDepths
+        let deepest = depths.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.prefix(10)
+        report.queues["commands_waiting"] = .number(Double(depths.values.reduce(0, +)))
+        report.queues["devices_with_commands"] = .number(Double(depths.count))
+        report.queues["max_per_device"] = .number(Double(config.commands.maxQueuedPerDevice))
+        report.queues["deepest"] = .object(Dictionary(uniqueKeysWithValues: deepest.map { ($0.key.rawValue, JSON.number(Double($0.value))) }))
+        report.queues["refreshes_waiting"] = .number(Double(refreshes.values.reduce(0) { $0 + $1.waiters.count }))
+    }
+
+    /// Runs a vendor call, counted, so shutdown can let it finish (see `drain`).
+    func sending<T>(_ call: () async throws -> T) async rethrows -> T {
+        inFlight += 1
+        defer { inFlight -= 1 }
+        return try await call()
+    }
+
+    /// At shutdown, vendor calls in flight get a moment to finish (their outcome is then known and recorded);
+    /// commands still waiting are cancelled and run after the restart from their outbox rows.
+    func drain(within limit: Duration) async {
+        let deadline = ContinuousClock.now + limit
+        while inFlight > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Hook for work that waited for the vendor (the command outbox).
+    func vendorRecovered(_ vendorID: String) {
+        logger.info("vendor \(vendorID) recovered")
+    }
+
+    // MARK: - Reporting, as the core does it
+
+    func fail(_ error: GatewayError, device: DeviceID?, context: JSON, reply: Reply) {
+        hub.fail(error, device: device, context: context, reply: reply)
+    }
+
+    func respond(_ reply: Reply, status: String, data: JSON, error: GatewayError?) {
+        hub.respond(reply, status: status, data: data, error: error)
+    }
+
+    func commandContext(_ command: DeviceCommand) -> JSON { GatewayHub.commandContext(command) }
+
+    func rateLimitedLog(_ key: String, _ level: Logger.Level, _ message: @autoclosure () -> String, every interval: TimeInterval = 10) {
+        hub.rateLimitedLog(key, level, message(), every: interval)
+    }
+
+    // MARK: - Storage health of the outbox
+
+    /// An outbox failure: storage is reported unhealthy, and the error says what to do.
+    func storageFailed(_ error: any Error, doing what: String) -> GatewayError {
+        persistence?.health.recordFailure("cannot \(what): \(error)")
+        hub.emit(.storageHealthChanged)
+        return GatewayError(
+            .storageUnavailable,
+            message: "The command was not stored: the cache at \(config.storage?.path ?? "?") cannot be written (\(GatewayError.clip("\(error)"))).",
+            suggestion: GatewayError.Code.storageUnavailable.defaultSuggestion
+        )
+    }
+
+    func storageSucceeded() {
+        guard let persistence, !persistence.health.snapshot.ok else { return }
+        persistence.health.recordSuccess()
+        hub.emit(.storageHealthChanged)
+    }
+
+    // MARK: - /set
+
+    func handleSet(_ message: InboundMessage, rawID: String, key: String?) {
+        let reply = Reply(responseTopic: message.responseTopic, correlationData: message.correlationData)
+        let context: JSON = ["topic": .string(message.topic)]
+        if let refusal = hub.refusal(of: message) {
+            // A retained /set names its device in the event; an oversized payload is not looked into.
+            let device = message.retain ? DeviceID(validating: rawID) : nil
+            return fail(refusal, device: device, context: context, reply: reply)
+        }
+        guard let id = DeviceID(validating: rawID), let device = devices[id] else {
+            return fail(.unknownDevice(rawID), device: nil, context: context, reply: reply)
+        }
+        switch CommandParser.parse(payload: message.payload, key: key, device: device, current: hub.states[id] ?? DeviceState()) {
+        case .failure(let error):
+            fail(error, device: id, context: context, reply: reply)
+        case .success(let changes):
+            enqueue(CommandJob(command: hub.makeCommand(for: device, changes: changes), reply: reply))
+        }
+    }
+
+    // MARK: - /get
+
+    func handleGet(_ message: InboundMessage, rawID: String) {
+        let reply = Reply(responseTopic: message.responseTopic, correlationData: message.correlationData)
+        guard let id = DeviceID(validating: rawID), devices[id] != nil else {
+            return fail(.unknownDevice(rawID), device: nil, context: ["topic": .string(message.topic)], reply: reply)
+        }
+        refresh(id, reply: reply)
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import GatewayModel
+import Logging
+
+/// Home Assistant MQTT discovery: the gateway device, one device (or entity set) per device, the home
+/// views; cleared when a device or view goes away; everything again when Home Assistant comes back
+/// online (`homeassistant/status` = `online`), after a short random delay.
+/// In the extension list only with `homeassistant.enabled`.
+@GatewayActor
+final class HomeAssistantExtension: GatewayExtension {
+    let hub: GatewayHub
+    let discovery: HomeAssistantDiscovery
+    /// What discovery was last published per device: its topics and a digest of the payloads
+    /// (not the payloads themselves: kilobytes per device add up at 1,000 devices).
+    private var published: [DeviceID: (topics: [String], digest: Int)] = [:]
+    /// Home views announced, with the keys their sensors cover.
+    private var homeViews: [String: (view: HomeAssistantDiscovery.HomeView, keys: [String])] = [:]
+    private var republishPending = false
+
+    init(hub: GatewayHub) {
+        self.hub = hub
+        let config = hub.config.homeAssistant
+        discovery = HomeAssistantDiscovery(topics: hub.topics, mode: config.mode, version: GatewayController.version)
+    }
+
+    var subscriptions: [String] { [hub.config.homeAssistant.statusTopic] }
+
+    func handle(_ event: HubEvent) {
+        switch event {
+        case .connected:
+            publishGatewayDiscovery()
+            for id in hub.devices.keys.sorted() { publishDiscovery(id, force: true) }
+        case .deviceAdded(let device, let restored):
+            if !restored { publishDiscovery(device.id, force: false) }
+        case .deviceChanged(let device):
+            publishDiscovery(device.id, force: false)
+        case .deviceRemoved(let device):
+            for topic in discovery.clearTopics(for: device) { hub.transport.publish(topic, "", qos: 1, retain: true) }
+            published[device.id] = nil
+        case .homeViewUpdated(let view, let payload):
+            homeViewUpdated(view, payload: payload)
+        default:
+            break
+        }
+    }
+
+    func receive(_ route: Topics.Inbound, _ message: InboundMessage) -> Bool {
+        guard case .homeAssistantStatus = route else { return false }
+        birth(message)
+        return true
+    }
+
+    /// Discovery goes out at start, on reconnect and when a device's description changes; never with state.
+    private func publishDiscovery(_ id: DeviceID, force: Bool) {
+        guard let device = hub.devices[id] else { return }
+        let messages = discovery.messages(for: device)
+        var hasher = Hasher()
+        hasher.combine(messages)
+        let digest = hasher.finalize()
+        if !force, published[id]?.digest == digest { return }
+        // Component mode: entities that disappeared are cleared, not left as ghosts.
+        let newTopics = Set(messages.map(\.topic))
+        for old in published[id]?.topics ?? [] where !newTopics.contains(old) {
+            hub.transport.publish(old, "", qos: 1, retain: true)
+        }
+        for message in messages { hub.transport.publish(message.topic, message.payload, qos: 1, retain: true) }
+        published[id] = (messages.map(\.topic), digest)
+    }
+
+    /// The gateway device; forgets which home views were announced so they go out again with the next
+    /// home-view update (after a reconnect the broker may have lost them).
+    private func publishGatewayDiscovery() {
+        for message in discovery.bridgeMessages(vendorIDs: hub.config.vendors.map(\.id)) {
+            hub.transport.publish(message.topic, message.payload, qos: 1, retain: true)
+        }
+        homeViews.removeAll()
+    }
+
+    /// Called with each fresh home-view payload (nil: the view is gone, e.g. a room without readings).
+    /// Discovery changes only when the set of keys changes, never with the values.
+    private func homeViewUpdated(_ kind: HomeAssistantDiscovery.HomeView, payload: JSON?) {
+        var view = kind
+        let keys: [String]
+        if case .object(let members)? = payload {
+            keys = HomeAssistantDiscovery.homeViewKeys(members)
+            if case .environment(let room, _) = kind, case .string(let name)? = members["room"] { view = .environment(room: room, name: name) }
+        } else {
+            keys = []
+        }
+        let id = view.slug
+        let previous = homeViews[id]
+        if keys.isEmpty {
+            // Cleared even when this run never announced it: a room emptied by devices removed at start-up
+            // (restored from the cache, vendor gone) was announced by the previous run.
+            let possible = if case .energy = view { HomeViews.energyKeys } else { HomeViews.environmentKeys }
+            let gone = previous ?? (view, possible.sorted())
+            for topic in discovery.homeViewClearTopics(gone.view, keys: gone.keys) { hub.transport.publish(topic, "", qos: 1, retain: true) }
+            homeViews[id] = nil
+            return
+        }
+        if let previous, previous.keys == keys, previous.view == view { return }
+        let messages = discovery.homeViewMessages(view, keys: keys)
+        if let previous {
+            let kept = Set(messages.map(\.topic))
+            for topic in discovery.homeViewClearTopics(previous.view, keys: previous.keys) where !kept.contains(topic) {
+                hub.transport.publish(topic, "", qos: 1, retain: true)
+            }
+        }
+        for message in messages { hub.transport.publish(message.topic, message.payload, qos: 1, retain: true) }
+        homeViews[id] = (view, keys)
+    }
+
+    /// Home Assistant came (back) online: after a short random delay (so a restart of HA does not
+    /// meet a burst from every bridge at once) availability and states go out again.
+    private func birth(_ message: InboundMessage) {
+        guard String(decoding: message.payload, as: UTF8.self) == "online", !republishPending else { return }
+        republishPending = true
+        let maxDelay = max(0, hub.config.homeAssistant.republishDelayMax)
+        let delay = Double.random(in: (maxDelay / 4)...max(maxDelay / 4, maxDelay))
+        let clock = hub.clock
+        hub.tasks.spawn { [self] in
+            try? await clock.sleep(for: .milliseconds(Int64(delay * 1000)))
+            republishPending = false
+            hub.publishBridgeOnline()
+            hub.emit(.homeAssistantBirth)
+            hub.logger.info("re-published states after Home Assistant came online")
+        }
+    }
+}

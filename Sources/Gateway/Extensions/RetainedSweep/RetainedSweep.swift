@@ -1,0 +1,121 @@
+import Foundation
+import GatewayModel
+import Logging
+
+/// Devices published by an earlier run that nobody owns any more are cleared from the broker, even without
+/// a cache: right after the first connect the gateway subscribes for a moment to its own retained availability
+/// and discovery topics, and clears devices found there once their vendor's inventory lacks them (or their
+/// vendor is gone from the config). Candidates of a vendor that has not answered yet wait: it may be down now.
+@GatewayActor
+final class RetainedSweep: GatewayExtension {
+    let hub: GatewayHub
+    /// Retained discovery/availability topics of devices the gateway published before but does not know
+    /// now (learned from the broker at start), by device id.
+    private var orphanCandidates: [DeviceID: Set<String>] = [:]
+    private var sweepingRetained = false
+    private var sweepDone = false
+
+    init(hub: GatewayHub) {
+        self.hub = hub
+    }
+
+    func handle(_ event: HubEvent) {
+        switch event {
+        case .connected: startRetainedSweep()
+        case .inventoryApplied: if !orphanCandidates.isEmpty { clearOrphans() }
+        default: break
+        }
+    }
+
+    func receive(_ route: Topics.Inbound, _ message: InboundMessage) -> Bool {
+        guard case .other = route else { return false }
+        noteRetained(message)
+        return true
+    }
+
+    /// What the gateway published in an earlier run is still retained on the broker. Right after the first
+    /// connect it subscribes for a moment to its own retained availability and discovery topics: devices
+    /// found there that no configured vendor reports any more are cleared (no ghost entities), with or without a cache.
+    var sweepFilters: [String] {
+        var filters = ["\(hub.topics.base)/device/+/availability"]
+        if hub.config.homeAssistant.enabled {
+            let prefix = hub.config.homeAssistant.discoveryPrefix
+            filters.append(hub.config.homeAssistant.mode == .device ? "\(prefix)/device/+/config" : "\(prefix)/+/+/+/config")
+        }
+        return filters
+    }
+
+    /// How long retained messages are collected after subscribing (the broker sends them at once).
+    static let sweepDuration = Duration.seconds(3)
+
+    func startRetainedSweep() {
+        guard !sweepDone, !sweepingRetained else { return }
+        sweepingRetained = true
+        hub.transport.subscribe(sweepFilters)
+        let clock = hub.clock
+        hub.tasks.spawn { [self] in
+            try? await clock.sleep(for: Self.sweepDuration)
+            endRetainedSweep()
+        }
+    }
+
+    func endRetainedSweep() {
+        guard sweepingRetained else { return }
+        sweepingRetained = false
+        sweepDone = true
+        hub.transport.unsubscribe(sweepFilters)
+        clearOrphans()
+    }
+
+    /// A retained message on a sweep filter: remembers devices that are published but not known.
+    /// Only messages that point at this gateway's own device topics count (other bridges share the prefix).
+    func noteRetained(_ message: InboundMessage) {
+        guard sweepingRetained, message.retain, !message.payload.isEmpty else { return }
+        let devicePrefix = "\(hub.topics.base)/device/"
+        if message.topic.hasPrefix(devicePrefix), message.topic.hasSuffix("/availability") {
+            let raw = message.topic.dropFirst(devicePrefix.count).dropLast("/availability".count)
+            if let id = DeviceID(validating: String(raw)), hub.devices[id] == nil {
+                orphanCandidates[id, default: []].insert(message.topic)
+            }
+            return
+        }
+        // Discovery: `…/<base>_<id>/…` in the topic and our state topic in the payload.
+        guard message.topic.contains("/\(Slug.make(hub.topics.base))_"), message.payload.count <= hub.config.mqtt.maxPayloadBytes,
+              case .success(let json) = JSONValue.parse(message.payload) else { return }
+        var stateTopics: [String] = []
+        if let topic = json["state_topic"]?.string { stateTopics.append(topic) }
+        if case .object(let components)? = json["components"] {
+            for component in components.values { if let topic = component["state_topic"]?.string { stateTopics.append(topic) } }
+        }
+        for stateTopic in stateTopics where stateTopic.hasPrefix(devicePrefix) {
+            let raw = String(stateTopic.dropFirst(devicePrefix.count))
+            guard let id = DeviceID(validating: raw), hub.devices[id] == nil else { continue }
+            orphanCandidates[id, default: []].insert(message.topic)
+        }
+    }
+
+    /// Clears the topics of candidates whose vendor is gone from the config, or whose vendor delivered its
+    /// inventory without them. Candidates of a vendor that has not answered yet wait (it may be down now).
+    func clearOrphans() {
+        guard sweepDone else { return }
+        var cleared: [String] = []
+        for (id, foundTopics) in orphanCandidates {
+            if hub.devices[id] != nil {
+                orphanCandidates[id] = nil
+                continue
+            }
+            let owner = hub.config.vendors.map(\.id).filter { id.rawValue.hasPrefix(Slug.make($0) + "_") }.max { $0.count < $1.count }
+            if let owner, !hub.inventoriedVendors.contains(owner) { continue }
+            var clear = foundTopics
+            clear.insert(hub.topics.device(id))
+            clear.insert(hub.topics.availability(id))
+            for topic in clear.sorted() { hub.transport.publish(topic, "", qos: 1, retain: true) }
+            orphanCandidates[id] = nil
+            cleared.append(id.rawValue)
+            hub.publishEvent("device_removed", ["id": .string(id.rawValue), "vendor": .optional(owner), "reason": "no configured vendor reports it"])
+        }
+        if !cleared.isEmpty {
+            hub.logger.notice("cleared \(cleared.count) device(s) an earlier run published that no vendor reports now: \(cleared.sorted().prefix(10).joined(separator: ", "))\(cleared.count > 10 ? ", …" : "")")
+        }
+    }
+}
