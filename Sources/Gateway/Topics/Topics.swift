@@ -31,11 +31,6 @@ public struct Topics: Sendable {
     public var energyHome: String { "\(base)/energy/home" }
     public func environment(room: String) -> String { "\(base)/environment/\(room)" }
 
-    /// What the gateway subscribes to on every (re)connect.
-    public var subscriptions: [String] {
-        ["\(base)/device/+/set", "\(base)/device/+/set/+", "\(base)/device/+/get", "\(base)/bridge/request/#", haStatus]
-    }
-
     /// An inbound topic, parsed.
     public enum Inbound: Sendable, Equatable {
         /// `<base>/device/<id>/set` or `/set/<key>`; the id is the raw segment (may be unknown or invalid).
