@@ -28,6 +28,9 @@ public protocol MessageTransport: Sendable {
     func unsubscribe(_ filters: [String])
     /// What the connection had to drop (reported in `health` and `bridge/info`).
     var stats: TransportStats { get }
+    /// Messages handed to the connection and not yet written to the socket. Telemetry holds back
+    /// (coalescing per device) while this is high, so commands and replies never queue behind it.
+    var outgoingBacklog: Int { get }
 }
 
 /// Drop counters of a transport.
@@ -46,6 +49,7 @@ public struct TransportStats: Sendable, Equatable {
 extension MessageTransport {
     public func unsubscribe(_ filters: [String]) {}
     public var stats: TransportStats { TransportStats() }
+    public var outgoingBacklog: Int { 0 }
 
     func publish(_ topic: String, _ payload: String, qos: Int = 0, retain: Bool = false) {
         publish(topic, payload, qos: qos, retain: retain, correlationData: nil)

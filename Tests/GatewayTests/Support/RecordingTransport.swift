@@ -16,6 +16,11 @@ final class RecordingTransport: MessageTransport {
     private let subscribed = Mutex<[String]>([])
     private let unsubscribed = Mutex<[String]>([])
     private let droppedCounts = Mutex(TransportStats())
+    private let backlog = Mutex(0)
+
+    /// What the test says the connection has waiting (a slow broker).
+    var outgoingBacklog: Int { backlog.withLock { $0 } }
+    func setBacklog(_ count: Int) { backlog.withLock { $0 = count } }
 
     var stats: TransportStats { droppedCounts.withLock { $0 } }
     func setStats(_ stats: TransportStats) { droppedCounts.withLock { $0 = stats } }

@@ -11,6 +11,18 @@ final class StatePublisher: GatewayExtension {
     private var hot: [DeviceID: (topic: String, type: DeviceType)] = [:]
     /// A tick of a polling vendor stamps many devices with one time: format it once.
     private var lastSeenCache: (Date, String)?
+    /// Devices whose state is held back while the connection cannot keep up: latest wins, so memory is
+    /// bounded by the number of devices, not by the update rate.
+    private var heldBack: Set<DeviceID> = []
+    private var drainScheduled = false
+    /// States held back since start (each a state superseded by a newer one before it went out, or delayed).
+    private(set) var coalescedStates = 0
+
+    /// Above this many messages waiting in the connection, vendor states are held back per device.
+    nonisolated static let backlogLimit = 2_000
+    /// Held-back states go out again once the connection is below this.
+    nonisolated static let backlogResume = 500
+    static let drainTick = Duration.milliseconds(20)
 
     init(hub: GatewayHub) {
         self.hub = hub
@@ -30,10 +42,16 @@ final class StatePublisher: GatewayExtension {
             hot[device.id] = (hub.topics.device(device.id), device.type)
         case .deviceRemoved(let device):
             hot[device.id] = nil
+            heldBack.remove(device.id)
             hub.transport.publish(hub.topics.device(device.id), "", qos: 1, retain: true)
             hub.transport.publish(hub.topics.availability(device.id), "", qos: 1, retain: true)
-        case .stateUpdated(let id, _, _, _, _):
-            publishState(id)
+        case .stateUpdated(let id, _, _, _, let source):
+            // A command's confirmed state never waits behind telemetry.
+            if source == .vendor, !heldBack.isEmpty || hub.transport.outgoingBacklog > Self.backlogLimit {
+                holdBack(id)
+            } else {
+                publishState(id)
+            }
         case .availabilityChanged(let id, _):
             publishAvailability(id)
         case .vendorHealthChanged(let health, _):
@@ -43,8 +61,39 @@ final class StatePublisher: GatewayExtension {
         }
     }
 
+    func report(into report: inout BridgeReport) {
+        report.queues["states_held_back"] = .number(Double(heldBack.count))
+        report.dropped["coalesced_states"] = .number(Double(coalescedStates))
+    }
+
+    private func holdBack(_ id: DeviceID) {
+        if !heldBack.insert(id).inserted { coalescedStates += 1 }
+        guard !drainScheduled else { return }
+        drainScheduled = true
+        let clock = hub.clock
+        hub.tasks.spawn { [self] in
+            while !Task.isCancelled, !heldBack.isEmpty {
+                try? await clock.sleep(for: Self.drainTick)
+                drainHeldBack()
+            }
+            drainScheduled = false
+        }
+    }
+
+    /// Once the connection drained, publishes each held-back device's latest state, as many as fit.
+    private func drainHeldBack() {
+        let backlog = hub.transport.outgoingBacklog
+        guard backlog <= Self.backlogResume else { return }
+        var room = Self.backlogLimit - backlog
+        while room > 0, let id = heldBack.popFirst() {
+            publishState(id)
+            room -= 1
+        }
+    }
+
     /// Availability before state for each device, so a consumer never sees values of a device it thinks offline.
     private func publishAll() {
+        heldBack.removeAll()
         for id in hub.devices.keys.sorted() {
             publishAvailability(id)
             publishState(id)
