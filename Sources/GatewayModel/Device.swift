@@ -25,11 +25,14 @@ public struct Device: Sendable, Hashable, Codable {
     public var writableKeys: Set<String>?
     /// Normalized keys this device reports or accepts, in display order (names from `StateKeys`).
     public var keys: [String]
+    /// One-off events it can report (`VendorEvent.deviceEvent`): button presses, a leak detected. They are
+    /// published on `<base>/device/<id>/event` and become a Home Assistant `event` entity. nil: none.
+    public var eventTypes: [String]?
 
     public init(
         vendorID: String, vendorDeviceID: String, name: String, type: DeviceType,
         manufacturer: String? = nil, model: String? = nil, room: String? = nil, swVersion: String? = nil,
-        serialNumber: String? = nil, writableKeys: Set<String>? = nil, keys: [String]
+        serialNumber: String? = nil, writableKeys: Set<String>? = nil, keys: [String], eventTypes: [String]? = nil
     ) {
         self.id = DeviceID(vendorInstance: vendorID, vendorDeviceID: vendorDeviceID)
         self.vendorID = vendorID
@@ -43,6 +46,7 @@ public struct Device: Sendable, Hashable, Codable {
         self.serialNumber = serialNumber
         self.writableKeys = writableKeys
         self.keys = keys
+        self.eventTypes = eventTypes
     }
 
     public var specs: [KeySpec] { keys.compactMap(StateKeys.spec) }

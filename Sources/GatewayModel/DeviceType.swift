@@ -16,6 +16,8 @@ public enum DeviceType: String, Sendable, Hashable, Codable, CaseIterable {
     case speaker
     case motionSensor = "motion_sensor"
     case hub
+    /// A button or switch that reports presses as one-off events (`eventTypes`), not state.
+    case button
 
     /// Actuators whose stale or replayed commands could open the house.
     public var isSecurityCritical: Bool {

@@ -16,7 +16,7 @@ public final class GatewayController {
     /// Every `type` published on `<base>/bridge/event` (documented in `mqtt-topics.md`; a test keeps them in step).
     public nonisolated static let eventTypes = [
         "device_added", "device_removed", "command_failed", "vendor_state_changed", "response_refused",
-        "storage_state_changed", "inventory_truncated",
+        "storage_state_changed", "inventory_truncated", "device_event",
     ]
 
     let hub: GatewayHub

@@ -169,6 +169,40 @@ final class GatewayHub {
         emit(.availabilityChanged(id, online: online))
     }
 
+    /// A one-off event a vendor reported (a button press, a leak detected): `device_event` on `bridge/event`,
+    /// and the device's event topic (see `StatePublisher`). Events of unknown devices are dropped with a debug line.
+    func deviceEvent(_ id: DeviceID, type: String, data: [String: StateValue], at time: Date) {
+        guard let device = devices[id] else {
+            logger.debug("event \(type) for unknown device \(id) ignored")
+            return
+        }
+        answeredVendors.insert(device.vendorID)
+        var payload: [String: JSON] = ["device": .string(id.rawValue), "event": .string(type), "vendor": .string(device.vendorID)]
+        if !data.isEmpty { payload["data"] = .object(data.mapValues(JSON.init)) }
+        publishEvent("device_event", .object(payload))
+        emit(.deviceEvent(id, type: type, data: data, at: time))
+    }
+
+    /// One device added or changed without a full inventory (a push vendor's node joined or was updated).
+    func applyPartial(added device: Device) {
+        answeredVendors.insert(device.vendorID)
+        guard devices[device.id] != device else { return }
+        if devices[device.id] == nil {
+            let count = devices.values.lazy.filter { $0.vendorID == device.vendorID }.count
+            let limit = maxDevices(device.vendorID)
+            if count >= limit { return reportOverLimit(vendorID: device.vendorID, reported: count + 1, limit: limit) }
+        }
+        addOrUpdate(device)
+        emit(.inventoryApplied(vendorID: device.vendorID, changed: true))
+    }
+
+    /// One device gone without a full inventory (a push vendor's node was removed).
+    func applyPartial(removed id: DeviceID) {
+        guard let device = devices[id] else { return }
+        removeDevice(device)
+        emit(.inventoryApplied(vendorID: device.vendorID, changed: true))
+    }
+
     // MARK: - Registry
 
     func applyInventory(vendorID: String, devices reported: [Device]) {
@@ -259,22 +293,30 @@ final class GatewayHub {
     /// At most `max_devices` devices of one vendor (sorted by id, so the same ones stay); the rest are
     /// refused once with an error, not silently.
     private func capped(_ list: [Device], vendorID: String) -> [Device] {
-        let limit = config.vendors.first { $0.id == vendorID }?.maxDevices ?? 5000
+        let limit = maxDevices(vendorID)
         guard list.count > limit else {
             cappedVendors.remove(vendorID)
             return list
         }
-        if cappedVendors.insert(vendorID).inserted {
-            logger.error("vendor \(vendorID) reports \(list.count) devices; only the first \(limit) (by id) are used. Raise vendors[].max_devices if that many are real.")
-            publishEvent("inventory_truncated", [
-                "vendor": .string(vendorID), "reported": .number(Double(list.count)), "max_devices": .number(Double(limit)),
-                "error": Self.errorJSON(GatewayError(
-                    .badRequest, message: "Vendor '\(vendorID)' reports \(list.count) devices; max_devices is \(limit).",
-                    suggestion: "Raise vendors[].max_devices for this vendor if that many devices are real."
-                )),
-            ])
-        }
+        reportOverLimit(vendorID: vendorID, reported: list.count, limit: limit)
         return Array(list.sorted { $0.id < $1.id }.prefix(limit))
+    }
+
+    private func maxDevices(_ vendorID: String) -> Int {
+        config.vendors.first { $0.id == vendorID }?.maxDevices ?? 5000
+    }
+
+    /// Once per vendor until it is back within its limit: a log line and an `inventory_truncated` event.
+    private func reportOverLimit(vendorID: String, reported: Int, limit: Int) {
+        guard cappedVendors.insert(vendorID).inserted else { return }
+        logger.error("vendor \(vendorID) reports \(reported) devices; only the first \(limit) are used. Raise vendors[].max_devices if that many are real.")
+        publishEvent("inventory_truncated", [
+            "vendor": .string(vendorID), "reported": .number(Double(reported)), "max_devices": .number(Double(limit)),
+            "error": Self.errorJSON(GatewayError(
+                .badRequest, message: "Vendor '\(vendorID)' reports \(reported) devices; max_devices is \(limit).",
+                suggestion: "Raise vendors[].max_devices for this vendor if that many devices are real."
+            )),
+        ])
     }
 
     // MARK: - Vendor health

@@ -243,6 +243,14 @@ public struct HomeAssistantDiscovery: Sendable {
                 result.append(Component(key: key, platform: "sensor", config: config))
             }
         }
+        // One-off events (button presses, …): an `event` entity on the device's event topic.
+        if let types = device.eventTypes, !types.isEmpty {
+            var config = identity("event", platform: "event", name: "Event")
+            config["state_topic"] = .string(topics.deviceEvent(id))
+            config["event_types"] = .array(types.map(JSON.string))
+            if device.type == .button { config["device_class"] = "button" }
+            result.append(Component(key: "event", platform: "event", config: config))
+        }
         // A diagnostic "Stale" problem sensor: ON while the values come from the cache, not the vendor.
         var stale = identity("stale", platform: "binary_sensor", name: "Stale")
         stale["value_template"] = "{{ 'ON' if value_json.stale | default(false) else 'OFF' }}"

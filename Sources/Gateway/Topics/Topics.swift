@@ -27,6 +27,8 @@ public struct Topics: Sendable {
     public func set(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/set" }
     public func set(_ id: DeviceID, key: String) -> String { "\(base)/device/\(id.rawValue)/set/\(key)" }
     public func get(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/get" }
+    /// One-off events of a device (not retained): `{"event_type":"short_press",…}`.
+    public func deviceEvent(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/event" }
 
     public var energyHome: String { "\(base)/energy/home" }
     public func environment(room: String) -> String { "\(base)/environment/\(room)" }

@@ -215,6 +215,7 @@ final class BridgeAPI: GatewayExtension {
             "vendor_type": .optional(hub.vendorTypes[device.vendorID]), "type": .string(device.type.rawValue),
             "manufacturer": .optional(device.manufacturer), "model": .optional(device.model), "room": .optional(device.room),
             "capabilities": .array(capabilities),
+            "event_types": device.eventTypes.map { .array($0.map(JSON.string)) } ?? .null,
             "topics": [
                 "state": .string(topics.device(device.id)), "availability": .string(topics.availability(device.id)),
                 "set": .string(topics.set(device.id)), "get": .string(topics.get(device.id)),

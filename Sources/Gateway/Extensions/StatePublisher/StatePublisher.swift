@@ -56,6 +56,12 @@ final class StatePublisher: GatewayExtension {
             publishAvailability(id)
         case .vendorHealthChanged(let health, _):
             publishVendorHealth(health)
+        case .deviceEvent(let id, let type, let data, let time):
+            // Home Assistant's `event` entity reads `event_type`; the rest are its attributes.
+            var payload: [String: JSON] = data.mapValues(JSON.init)
+            payload["event_type"] = .string(type)
+            payload["time"] = .string(ISOTime.format(time))
+            hub.transport.publish(hub.topics.deviceEvent(id), JSON.object(payload).render(), qos: 1, retain: false)
         default:
             break
         }
