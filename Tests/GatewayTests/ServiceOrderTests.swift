@@ -1,0 +1,20 @@
+import Foundation
+@testable import Gateway
+import GatewayTesting
+import Logging
+import Testing
+
+/// Shutdown drains in a known order: the group stops its services in reverse start order.
+@Suite struct ServiceOrderTests {
+    @Test func cacheFirstThenCoreThenVendorsSoVendorsStopFirstAndTheCacheLast() throws {
+        let directory = try TemporaryDirectory()
+        let yaml = "mqtt: {url: mqtt://127.0.0.1:1}\nstorage: {path: \(directory.file("g.sqlite"))}\nvendors: [{type: demo, id: demo}]\n"
+        let config = try ConfigLoader.parse(yaml: yaml).get()
+        let services = try GatewayService.services(config: config, logger: Logger(label: "test"))
+        #expect(services.map { String(describing: type(of: $0)) } == ["PersistenceService", "GatewayService", "VendorSupervisor"])
+
+        let withoutCache = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://127.0.0.1:1}\nvendors: [{type: demo, id: demo}]\n").get()
+        let fewer = try GatewayService.services(config: withoutCache, logger: Logger(label: "test"))
+        #expect(fewer.map { String(describing: type(of: $0)) } == ["GatewayService", "VendorSupervisor"])
+    }
+}
