@@ -154,7 +154,8 @@ enum GatewayBench {
         let tasks: [Task<Void, Never>]
 
         static func start(broker: MosquittoBroker, extraDevices: Int) async throws -> InProcessGateway {
-            let yaml = "mqtt: {url: \(broker.url), client_id: bench-gw}\nhomeassistant: {enabled: true}\nvendors: [{type: demo, id: demo, poll_interval: 86400, devices: \(extraDevices)}]"
+            // The raw publish rate is measured: states are not held back for a slow broker here (see `lbs-bench overload`).
+            let yaml = "mqtt: {url: \(broker.url), client_id: bench-gw, max_backlog: 10000000}\nhomeassistant: {enabled: true}\nvendors: [{type: demo, id: demo, poll_interval: 86400, devices: \(extraDevices)}]"
             let config = try ConfigLoader.parse(yaml: yaml).get()
             var logger = Logger(label: "bench")
             logger.logLevel = .error

@@ -23,6 +23,9 @@ final class CallbackBox: Sendable {
     let messages: AsyncStream<MQTTMessage>.Continuation
     let events: AsyncStream<MQTTConnectionEvent>.Continuation
     let droppedMessages = Atomic<Int>(0)
+    /// Publishes handed to libmosquitto and not yet written (QoS 0) or acknowledged (QoS 1/2): libmosquitto
+    /// calls the publish callback for QoS 0 once the packet is written to the socket, for QoS 1 on PUBACK.
+    let outgoing = Atomic<Int>(0)
     let isConnected = Atomic<Bool>(false)
     /// `ClientCore.mayPublish`: the client hands publishes to libmosquitto only while this is true.
     let gateOpen = Atomic<Bool>(false)
@@ -72,6 +75,8 @@ final class CallbackBox: Sendable {
     // MARK: callbacks (network thread)
 
     func didConnect(reason: Int32) {
+        // libmosquitto discards unsent QoS 0 packets of the old connection without callbacks: start counting anew.
+        outgoing.store(0, ordering: .relaxed)
         if reason == 0 {
             // `.connected` follows once the network thread has flushed the offline queue.
             connackReceived.store(true, ordering: .sequentiallyConsistent)
@@ -304,7 +309,10 @@ func installCallbacks(on handle: OpaquePointer, tls: Bool) {
         box(userdata)?.didReceive(message, properties: properties)
     }
     mosquitto_publish_v5_callback_set(handle) { _, userdata, mid, reason, _ in
-        box(userdata)?.didComplete(mid: mid, .published(reason: reason))
+        guard let box = box(userdata) else { return }
+        // Never below zero: QoS 1 messages of an earlier connection may complete after the count restarted.
+        if box.outgoing.subtract(1, ordering: .relaxed).newValue < 0 { box.outgoing.store(0, ordering: .relaxed) }
+        box.didComplete(mid: mid, .published(reason: reason))
     }
     if tls {
         mosquitto_log_callback_set(handle) { mosq, userdata, level, text in

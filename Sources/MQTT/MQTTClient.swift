@@ -70,6 +70,11 @@ public final class MQTTClient: Sendable {
     /// Messages waiting in the offline queue now.
     public var offlineQueueDepth: Int { core.queueDepth.load(ordering: .relaxed) }
 
+    /// Publishes handed to libmosquitto and not yet on the wire (QoS 0) or not yet acknowledged (QoS 1):
+    /// libmosquitto's own outgoing queue has no bound, so publishers that can wait (telemetry) hold back
+    /// while this is high, and commands' replies do not queue behind them.
+    public var outgoingBacklog: Int { max(0, core.box.outgoing.load(ordering: .relaxed)) }
+
     /// Publishes without waiting; safe from any thread. While not connected, retained messages and QoS 1/2
     /// wait in the offline queue and go out after CONNACK (`.queued`: do not publish it again); non-retained
     /// QoS 0 is dropped (`.droppedNotConnected`).
@@ -453,7 +458,9 @@ final class ClientCore: Sendable {
                                                     properties: properties, isV5: isV5, mid: mid)
             if let propertyError { return .failed(propertyError) }
             switch rc {
-            case .mosqSuccess: return .handedOver
+            case .mosqSuccess:
+                box.outgoing.add(1, ordering: .relaxed)
+                return .handedOver
             // The connection dropped and the network thread has not closed the gate yet.
             case .mosqNoConnection: return qos == .atMostOnce ? hold() : .heldByLibrary
             default: return .failed(.library(rc, "publish to \(topic) failed"))
@@ -510,6 +517,7 @@ final class ClientCore: Sendable {
                                   properties: message.properties, isV5: isV5, mid: &mid)
                 }
                 if rc == .mosqSuccess || (rc == .mosqNoConnection && message.qos != .atMostOnce) {
+                    if rc == .mosqSuccess { box.outgoing.add(1, ordering: .relaxed) }
                     // Linked before this thread can read the PUBACK.
                     if let token = message.token { box.link(token: token, mid: mid) }
                 } else {

@@ -25,7 +25,7 @@ import Testing
         await controller.handle(.inventory(vendorID: "sv", devices: [Self.meter, Self.light]))
         await controller.connected()
         transport.clear()
-        transport.setBacklog(StatePublisher.backlogLimit + 1)
+        transport.setBacklog(2_001)
         for watts in 1...500 {
             await controller.handle(.state(Self.meter.id, ["solar_power": .number(Double(watts))], observedAt: Date()))
         }
@@ -49,7 +49,7 @@ import Testing
         await controller.handle(.inventory(vendorID: "sv", devices: [Self.meter, Self.light]))
         await controller.connected()
         transport.clear()
-        transport.setBacklog(StatePublisher.backlogLimit + 1)
+        transport.setBacklog(2_001)
         await controller.handle(.state(Self.meter.id, ["solar_power": .number(1)], observedAt: Date()))
         await controller.hub.applyConfirmed(["state": .string("ON")], to: Self.light.id)
         #expect(states(transport, Self.light).count == 1, "a confirmed state goes straight out")

@@ -59,7 +59,7 @@ public enum ConfigLoader {
             "url", "base_topic", "client_id", "version", "username", "password_file", "keepalive", "ca_file", "cert_file",
             "key_file", "retain_state", "max_payload_bytes", "reconnect_min_delay", "reconnect_max_delay",
             "state_heartbeat", "response_topic_prefixes",
-            "ca_path", "offline_queue_size",
+            "ca_path", "offline_queue_size", "max_backlog",
         ])
         if mqttNode?["password"] != nil {
             reader.problem("mqtt.password", "passwords are not read from the config file", fix: "use mqtt.password_file or the \(Environment.password) environment variable")
@@ -126,6 +126,7 @@ public enum ConfigLoader {
             reader.problem("mqtt.response_topic_prefixes", "expected a list, found \(other.kindName)", fix: "write e.g. [replies/, nodered/]")
         }
         if let size = reader.number(mqttNode?["offline_queue_size"], at: "mqtt.offline_queue_size", range: 0...1_000_000) { mqtt.offlineQueueSize = Int(size) }
+        if let size = reader.number(mqttNode?["max_backlog"], at: "mqtt.max_backlog", range: 100...10_000_000) { mqtt.maxBacklog = Int(size) }
 
         // homeassistant
         var ha = HomeAssistantSettings()

@@ -53,6 +53,9 @@ public struct MQTTSettings: Sendable {
     public var responseTopicPrefixes: [String] = []
     /// Publishes held while the broker is unreachable (retained coalesced per topic, oldest dropped when full).
     public var offlineQueueSize: Int = 10_000
+    /// Above this many messages waiting in the connection, device states are held back per device (latest
+    /// wins) until it drains; commands' replies and confirmed states are never held.
+    public var maxBacklog: Int = 2_000
 
     public init(url: String) { self.url = url }
 }

@@ -37,6 +37,8 @@ public struct MQTTTransport: MessageTransport {
         try? client.unsubscribe(filters)
     }
 
+    public var outgoingBacklog: Int { client.outgoingBacklog }
+
     public var stats: TransportStats {
         TransportStats(droppedInbound: client.droppedInboundMessages, droppedOffline: client.droppedOfflineMessages)
     }

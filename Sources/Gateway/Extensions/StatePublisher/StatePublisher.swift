@@ -18,14 +18,15 @@ final class StatePublisher: GatewayExtension {
     /// States held back since start (each a state superseded by a newer one before it went out, or delayed).
     private(set) var coalescedStates = 0
 
-    /// Above this many messages waiting in the connection, vendor states are held back per device.
-    nonisolated static let backlogLimit = 2_000
-    /// Held-back states go out again once the connection is below this.
-    nonisolated static let backlogResume = 500
+    /// Above this many messages waiting in the connection, vendor states are held back per device
+    /// (`mqtt.max_backlog`); they go out again once it is below a quarter of that.
+    let backlogLimit: Int
+    var backlogResume: Int { backlogLimit / 4 }
     static let drainTick = Duration.milliseconds(20)
 
     init(hub: GatewayHub) {
         self.hub = hub
+        backlogLimit = hub.config.mqtt.maxBacklog
     }
 
     func handle(_ event: HubEvent) {
@@ -47,7 +48,7 @@ final class StatePublisher: GatewayExtension {
             hub.transport.publish(hub.topics.availability(device.id), "", qos: 1, retain: true)
         case .stateUpdated(let id, _, _, _, let source):
             // A command's confirmed state never waits behind telemetry.
-            if source == .vendor, !heldBack.isEmpty || hub.transport.outgoingBacklog > Self.backlogLimit {
+            if source == .vendor, !heldBack.isEmpty || hub.transport.outgoingBacklog > backlogLimit {
                 holdBack(id)
             } else {
                 publishState(id)
@@ -89,8 +90,8 @@ final class StatePublisher: GatewayExtension {
     /// Once the connection drained, publishes each held-back device's latest state, as many as fit.
     private func drainHeldBack() {
         let backlog = hub.transport.outgoingBacklog
-        guard backlog <= Self.backlogResume else { return }
-        var room = Self.backlogLimit - backlog
+        guard backlog <= backlogResume else { return }
+        var room = backlogLimit - backlog
         while room > 0, let id = heldBack.popFirst() {
             publishState(id)
             room -= 1
