@@ -1,4 +1,6 @@
+import Foundation
 import Gateway
+import GatewayModel
 import GatewayTesting
 import Testing
 
@@ -43,5 +45,54 @@ import Testing
         try await Task.sleep(for: .milliseconds(20))
         consumer.cancel()
         #expect(await consumer.value == nil)
+    }
+}
+
+@Suite struct CoalescingInboxTests {
+    static let a = DeviceID(vendorInstance: "v", vendorDeviceID: "a")
+    static let b = DeviceID(vendorInstance: "v", vendorDeviceID: "b")
+
+    func describe(_ events: [VendorEvent]?) -> [String] {
+        (events ?? []).map { event in
+            switch event {
+            case .state(let id, let values, _):
+                "\(id.rawValue):" + values.keys.sorted().map { "\($0)=\(values[$0]?.number ?? -1)" }.joined(separator: ",")
+            case .inventory: "inventory"
+            case .health: "health"
+            case .availability(let id, let online): "\(id.rawValue) \(online ? "online" : "offline")"
+            }
+        }
+    }
+
+    @Test func aDevicesWaitingUpdatesMergeLatestWinsAndMemoryIsBoundedByDevices() async {
+        let inbox = EventInbox<VendorEvent>(capacity: 10, coalescing: .deviceStates)
+        for watts in 1...10_000 {
+            #expect(inbox.send(.state(Self.a, ["power": .number(Double(watts))], observedAt: Date())))
+            #expect(inbox.send(.state(Self.b, ["power": .number(Double(-watts))], observedAt: Date())))
+        }
+        inbox.send(.state(Self.a, ["energy": .number(5)], observedAt: Date()))
+        #expect(inbox.count == 2, "one entry per device, whatever the rate")
+        #expect(inbox.droppedCount == 0)
+        #expect(inbox.coalescedCount == 19_999)
+        #expect(describe(await inbox.next()) == ["v_a:energy=5.0,power=10000.0", "v_b:power=-10000.0"])
+    }
+
+    @Test func eventsWithoutAKeySealWhatWaitsSoOrderIsKept() async {
+        let inbox = EventInbox<VendorEvent>(capacity: 10, coalescing: .deviceStates)
+        inbox.send(.state(Self.a, ["power": .number(1)], observedAt: Date()))
+        inbox.send(.inventory(vendorID: "v", devices: []))
+        inbox.send(.state(Self.a, ["power": .number(2)], observedAt: Date()))
+        inbox.send(.state(Self.a, ["power": .number(3)], observedAt: Date()))
+        inbox.send(.availability(Self.a, online: false))
+        #expect(describe(await inbox.next()) == ["v_a:power=1.0", "inventory", "v_a:power=3.0", "v_a offline"])
+    }
+
+    @Test func aFullInboxStillMergesIntoWaitingEntriesButDropsNewOnes() async {
+        let inbox = EventInbox<VendorEvent>(capacity: 1, coalescing: .deviceStates)
+        inbox.send(.state(Self.a, ["power": .number(1)], observedAt: Date()))
+        #expect(inbox.send(.state(Self.b, ["power": .number(1)], observedAt: Date())) == false)
+        #expect(inbox.send(.state(Self.a, ["power": .number(2)], observedAt: Date())))
+        #expect(inbox.droppedCount == 1)
+        #expect(describe(await inbox.next()) == ["v_a:power=2.0"])
     }
 }

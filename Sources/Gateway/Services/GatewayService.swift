@@ -56,7 +56,7 @@ public struct GatewayService: Service {
         let persistence = try config.storage.map { try Persistence(path: $0.path, logger: logger) }
         let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger)
         // Built before anything runs, so a bad vendor entry stops the start with its error.
-        let inbox = EventInbox<VendorEvent>(capacity: 100_000)
+        let inbox = EventInbox<VendorEvent>(capacity: 100_000, coalescing: .deviceStates)
         let sink = VendorEventSink { inbox.send($0) }
         let vendors = try config.vendors.map { try VendorCatalog.make($0, sink: sink, context: context) }
         let runtime = SharedRuntime(inbox: inbox, vendors: vendors)

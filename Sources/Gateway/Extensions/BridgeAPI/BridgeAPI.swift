@@ -146,6 +146,7 @@ final class BridgeAPI: GatewayExtension {
         report.dropped = [
             "inbound_messages": .number(Double(stats.droppedInbound)),
             "vendor_events": .number(Double(hub.eventInbox?.droppedCount ?? 0)),
+            "coalesced_vendor_events": .number(Double(hub.eventInbox?.coalescedCount ?? 0)),
             "offline_publishes": .number(Double(stats.droppedOffline)),
             "refused_responses": .number(Double(hub.counters.refusedResponses)),
         ]
@@ -300,6 +301,8 @@ final class BridgeAPI: GatewayExtension {
         let causes: [(key: String, text: String)] = [
             ("inbound_messages", "inbound MQTT message(s) (the gateway fell behind; slow the sender)"),
             ("vendor_events", "vendor event(s) (vendors report faster than the gateway publishes)"),
+            ("coalesced_vendor_events", "state update(s) merged into a newer one of the same device while the gateway was behind"),
+            ("coalesced_states", "state publish(es) merged per device while the broker connection was behind"),
             ("offline_publishes", "publish(es) while the broker was unreachable"),
             ("refused_responses", "response(s) to refused response topics"),
         ]
