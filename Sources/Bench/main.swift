@@ -3,7 +3,7 @@ import GatewayTesting
 import MQTT
 
 // lbs-bench: benchmark programs whose numbers go into the README.
-//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|all]
+//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|all]
 // Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
 
 let mode = CommandLine.arguments.dropFirst().first ?? "all"
@@ -75,6 +75,25 @@ if mode == "rss" {
     let broker = try await MosquittoBroker.started()
     let memory = try await GatewayBench.residentMemory(broker: broker, extraDevices: 1000, settle: .seconds(10))
     line("rss_with_1000_devices", String(format: "%.1f MB (peak %.1f MB, target < 30 MB)", Double(memory.rssKB) / 1024, Double(memory.peakKB) / 1024))
+    await broker.stop()
+}
+
+// Overload: the demo driven faster than the box can publish; `/set` latency and memory meanwhile.
+//   lbs-bench overload [devices] [poll_interval_s] [seconds]   (defaults 5000 0.05 60: ~100,000 updates/s offered)
+if mode == "overload" {
+    let arguments = Array(CommandLine.arguments.dropFirst(2))
+    let devices = arguments.count > 0 ? Int(arguments[0]) ?? 5000 : 5000
+    let poll = arguments.count > 1 ? Double(arguments[1]) ?? 0.05 : 0.05
+    let seconds = arguments.count > 2 ? Int(arguments[2]) ?? 60 : 60
+    let broker = try await MosquittoBroker.started()
+    let result = try await OverloadBench.run(broker: broker, devices: devices, pollInterval: poll, duration: .seconds(seconds), commandsPerSecond: 10)
+    line("offered_updates", String(format: "%.0f /s (%d devices every %.3f s)", result.offeredPerSecond, devices + 6, poll))
+    line("published_states", String(format: "%.0f /s", result.publishedPerSecond))
+    line("set_to_state_under_overload", String(format: "p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d commands, %d unanswered in 10 s; target p99 < 50 ms)",
+                                               GatewayBench.percentile(result.samples, 0.5), GatewayBench.percentile(result.samples, 0.99),
+                                               result.samples.last ?? .nan, result.samples.count + result.lost, result.lost))
+    line("rss_mb_every_5s", result.rss.map { String(format: "%d s: %.1f", $0.second, Double($0.kb) / 1024) }.joined(separator: ", "))
+    line("merged_or_dropped", result.coalesced)
     await broker.stop()
 }
 
