@@ -34,6 +34,60 @@ extension GatewayStore {
         }
     }
 
+    /// Applies several outbox changes in one transaction (one fsync), in order: new commands (stored as
+    /// `sending` when they go to the vendor right away, so one commit is all that stands before the vendor
+    /// call) and state changes of earlier ones (which then share that commit). A change that does not apply
+    /// to its row (unknown id, a transition the row cannot take) is skipped and reported in the result;
+    /// a database failure rolls back all of them and throws.
+    @discardableResult
+    public func apply(_ changes: [OutboxChange]) throws(CacheError) -> [String] {
+        for case .insert(let entry, _) in changes where entry.id.isEmpty || entry.vendorID.isEmpty || entry.deviceID.isEmpty {
+            throw CacheError(.invalidInput, "an outbox entry needs an id, a vendor id and a device id (\(entry.id))")
+        }
+        let now = options.clock()
+        return try write("update the outbox (\(changes.count) change(s))") { db in
+            var skipped: [String] = []
+            let insert = try db.cachedStatement(sql: """
+                INSERT INTO outbox (id, vendor_id, device_id, json, created_at, expires_at, state, attempts, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO NOTHING
+                """)
+            for change in changes {
+                switch change {
+                case .insert(let entry, let sending):
+                    try insert.execute(arguments: [
+                        entry.id, entry.vendorID, entry.deviceID, entry.json, entry.createdAt, entry.expiresAt,
+                        sending ? OutboxState.sending.rawValue : OutboxState.pending.rawValue, sending ? 1 : 0, entry.createdAt,
+                    ])
+                case .transition(let id, let target, let error, let result):
+                    guard let current = try String.fetchOne(db, sql: "SELECT state FROM outbox WHERE id = ?", arguments: [id]),
+                          let state = OutboxState(rawValue: current), Self.allowedSources(of: target).contains(state) else {
+                        skipped.append(id)
+                        continue
+                    }
+                    try db.execute(
+                        sql: """
+                            UPDATE outbox SET state = ?, attempts = attempts + ?, updated_at = ?,
+                                last_error = coalesce(?, last_error), result_json = coalesce(?, result_json)
+                            WHERE id = ?
+                            """,
+                        arguments: [target.rawValue, target == .sending ? 1 : 0, now, error, result, id])
+                }
+            }
+            return skipped
+        }
+    }
+
+    /// The states a row may be in to move to `target` (the same rules as the single-step marks below).
+    static func allowedSources(of target: OutboxState) -> Set<OutboxState> {
+        switch target {
+        case .sending: [.pending, .sending]
+        case .acked: [.sending]
+        case .failed, .expired: [.pending, .sending]
+        case .pending: [.sending]
+        }
+    }
+
     /// Pending commands, oldest first (so each device sees its commands in order); all vendors when `vendorID` is nil.
     public func pending(vendorID: String? = nil) throws(CacheError) -> [OutboxEntry] {
         if let vendorID {
@@ -68,27 +122,27 @@ extension GatewayStore {
 
     /// Marks a command as handed to the vendor and counts the attempt; durable before the vendor call.
     public func markSending(id: String) throws(CacheError) {
-        try transition(id: id, from: [.pending, .sending], to: .sending, countsAttempt: true)
+        try transition(id: id, to: .sending, countsAttempt: true)
     }
 
     /// Records the vendor's confirmation.
     public func markAcked(id: String, resultJSON: String?) throws(CacheError) {
-        try transition(id: id, from: [.sending], to: .acked, resultJSON: resultJSON)
+        try transition(id: id, to: .acked, resultJSON: resultJSON)
     }
 
     /// Records a final failure.
     public func markFailed(id: String, error: String) throws(CacheError) {
-        try transition(id: id, from: [.pending, .sending], to: .failed, error: error)
+        try transition(id: id, to: .failed, error: error)
     }
 
     /// Puts a command whose attempt failed transiently back in line, keeping its place.
     public func requeue(id: String, error: String) throws(CacheError) {
-        try transition(id: id, from: [.sending], to: .pending, error: error)
+        try transition(id: id, to: .pending, error: error)
     }
 
     /// Records that a command passed its deadline unsent.
     public func markExpired(id: String) throws(CacheError) {
-        try transition(id: id, from: [.pending, .sending], to: .expired)
+        try transition(id: id, to: .expired)
     }
 
     /// Marks every pending command whose deadline is before `now` as expired; returns how many.
@@ -108,9 +162,9 @@ extension GatewayStore {
     // MARK: - Internals
 
     private func transition(
-        id: String, from allowed: Set<OutboxState>, to target: OutboxState,
-        countsAttempt: Bool = false, error: String? = nil, resultJSON: String? = nil
+        id: String, to target: OutboxState, countsAttempt: Bool = false, error: String? = nil, resultJSON: String? = nil
     ) throws(CacheError) {
+        let allowed = Self.allowedSources(of: target)
         let now = options.clock()
         try write("mark command \(id) \(target.rawValue)") { db in
             guard let current = try String.fetchOne(db, sql: "SELECT state FROM outbox WHERE id = ?", arguments: [id]) else {

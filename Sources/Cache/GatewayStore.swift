@@ -40,6 +40,11 @@ public final class GatewayStore: Sendable {
     let seriesIDs = Mutex<[SeriesKey: Int64]>([:])
     /// Set by `close()`, so later calls fail with `.closed` instead of SQLite's misuse error.
     let isClosed = Atomic<Bool>(false)
+    private let commits = CommitCounter()
+
+    /// Write transactions committed since the store was opened: each is an fsync with `synchronous = FULL`,
+    /// which is what the command path must keep few of (`lbs-bench storage`, the storage tests).
+    public var committedTransactions: Int { commits.count.load(ordering: .relaxed) }
 
     /// Opens (creating if needed) the database at `path` with default options, and migrates it.
     public convenience init(path: String) throws(CacheError) {
@@ -80,6 +85,7 @@ public final class GatewayStore: Sendable {
                     PRAGMA journal_size_limit = \(max(0, options.journalSizeLimitBytes));
                     PRAGMA wal_autocheckpoint = \(max(0, options.walAutoCheckpointPages));
                     """)
+                db.add(transactionObserver: commits, extent: .databaseLifetime)
             }
         } catch {
             try? pool.close()
@@ -332,4 +338,13 @@ extension GatewayStore {
             _ = chmod(file, 0o600)
         }
     }
+}
+
+/// Counts the writer's commits (no row events are observed, so it costs nothing per row).
+final class CommitCounter: TransactionObserver, Sendable {
+    let count = Atomic<Int>(0)
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+    func databaseDidChange(with event: DatabaseEvent) {}
+    func databaseDidCommit(_ db: Database) { count.add(1, ordering: .relaxed) }
+    func databaseDidRollback(_ db: Database) {}
 }

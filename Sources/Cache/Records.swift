@@ -178,6 +178,14 @@ public struct RetentionReport: Sendable, Equatable {
 }
 
 /// Where an outbox command is in its life.
+/// One change to the outbox, for `GatewayStore.apply(_:)`.
+public enum OutboxChange: Sendable, Equatable {
+    /// A new command; `sending` when it goes to its vendor right away (restart then treats it as possibly sent).
+    case insert(OutboxEntry, sending: Bool)
+    /// A known command moves on (`sending` counts an attempt).
+    case transition(id: String, to: OutboxState, error: String? = nil, result: String? = nil)
+}
+
 public enum OutboxState: String, Sendable, Equatable, CaseIterable {
     /// Waiting to be sent.
     case pending

@@ -76,9 +76,9 @@ extension Commands {
             ready.forEach { $0.resume.resume(returning: .single) }
             return
         }
-        let ids = ready.map(\.job.command.id)
-        await record { store in
-            for id in ids { try store.markSending(id: id) }
+        // Durable before the vendor call; items stored as `sending` already are marked again (harmless: it only counts the attempt).
+        if let outbox, ready.contains(where: \.job.persisted) {
+            _ = await outbox.write(ready.filter(\.job.persisted).map { .transition(id: $0.job.command.id, to: .sending) })
         }
         let results = await sending { await vendor.executeBatch(ready.map(\.job.command)) }
         for (job, resume) in ready {
@@ -94,10 +94,10 @@ extension Commands {
                 resume.resume(returning: .done)
             case .failure(let failure)?:
                 // Transient: back in line; the single path waits for the vendor and retries.
-                await record { try $0.requeue(id: id, error: failure.jsonText) }
+                recordLater(job, .transition(id: id, to: .pending, error: failure.jsonText))
                 resume.resume(returning: .single)
             case nil:
-                await record { try $0.requeue(id: id, error: "no result in the batch answer") }
+                recordLater(job, .transition(id: id, to: .pending, error: "no result in the batch answer"))
                 resume.resume(returning: .single)
             }
         }

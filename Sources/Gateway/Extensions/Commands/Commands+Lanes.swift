@@ -113,8 +113,9 @@ extension Commands {
         while !storeQueue.isEmpty {
             let group = storeQueue
             storeQueue.removeAll(keepingCapacity: true)
+            let stored = group.map(isFront)
             let failure = await storeInOutbox(group)
-            for job in group {
+            for (job, storedSending) in zip(group, stored) {
                 let id = job.command.device
                 guard let index = lanes[id]?.jobs.firstIndex(where: { $0.command.id == job.command.id }) else { continue }
                 if let failure, config.commands.whenStorageFails == .refuse {
@@ -125,6 +126,7 @@ extension Commands {
                     lanes[id]?.jobs[index].ready = true
                     // Stored: later outbox marks apply. Sent unstored (`when_storage_fails: send`): there is no row to mark.
                     lanes[id]?.jobs[index].persisted = failure == nil
+                    lanes[id]?.jobs[index].storedSending = failure == nil && storedSending
                 }
                 wakeLane(id)
             }
@@ -132,30 +134,31 @@ extension Commands {
         storing = false
     }
 
-    /// Stores commands durably in one transaction; the error when that failed (the storage is then reported unhealthy).
+    /// Stores commands durably in one transaction; the error when that failed (the storage is then reported
+    /// unhealthy). A command at the front of its lane goes to its vendor next, so it is stored as `sending`.
     func storeInOutbox(_ jobs: [CommandJob]) async -> GatewayError? {
-        guard let persistence else { return nil }
+        guard let outbox else { return nil }
         let encoder = JSONEncoder()
-        var entries: [OutboxEntry] = []
-        entries.reserveCapacity(jobs.count)
+        var changes: [OutboxChange] = []
+        changes.reserveCapacity(jobs.count)
         for job in jobs {
             let command = job.command
             guard let json = try? String(decoding: encoder.encode(command), as: UTF8.self) else { continue }
-            entries.append(OutboxEntry(id: command.id, vendorID: command.vendorID, deviceID: command.device.rawValue, json: json,
-                                       createdAt: command.issuedAt.timeIntervalSince1970, expiresAt: command.expiresAt.timeIntervalSince1970))
+            let entry = OutboxEntry(id: command.id, vendorID: command.vendorID, deviceID: command.device.rawValue, json: json,
+                                    createdAt: command.issuedAt.timeIntervalSince1970, expiresAt: command.expiresAt.timeIntervalSince1970)
+            changes.append(.insert(entry, sending: isFront(job)))
         }
-        let rows = entries
-        do {
-            _ = try await persistence.store.run { try $0.enqueue(rows) }
-            storageSucceeded()
-            return nil
-        } catch {
-            let failure = storageFailed(error, doing: "store \(rows.count) command(s) in the outbox")
-            if config.commands.whenStorageFails == .send {
-                rateLimitedLog("outbox", .error, "cannot store commands in the outbox (\(failure.message)); sending them anyway (commands.when_storage_fails: send)")
-            }
-            return failure
+        guard let error = await outbox.write(changes) else { return nil }
+        let failure = storageError(error)
+        if config.commands.whenStorageFails == .send {
+            rateLimitedLog("outbox", .error, "cannot store commands in the outbox (\(failure.message)); sending them anyway (commands.when_storage_fails: send)")
         }
+        return failure
+    }
+
+    /// True when `job` is the next its lane runs.
+    func isFront(_ job: CommandJob) -> Bool {
+        lanes[job.command.device]?.jobs.first?.command.id == job.command.id
     }
 
     /// A command that never entered a lane (queue full, storage unavailable): reported, never stored or sent.

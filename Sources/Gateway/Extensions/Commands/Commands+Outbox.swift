@@ -22,21 +22,17 @@ extension Commands {
         await attempt(job)
     }
 
-    func record(_ body: @escaping @Sendable (GatewayStore) throws -> Void) async {
-        guard let store = persistence?.store else { return }
-        do {
-            try await store.run(body)
-            storageSucceeded()
-        } catch {
-            _ = storageFailed(error, doing: "update the outbox")
-            rateLimitedLog("outbox-write", .error, "outbox write failed: \(error)")
-        }
+    /// Outbox marks of a command that has a row (a command sent unstored under `when_storage_fails: send`
+    /// has none), written behind with the next commit: the sender hears the outcome first.
+    func recordLater(_ job: CommandJob, _ change: OutboxChange) {
+        guard job.persisted else { return }
+        outbox?.post(change)
     }
 
-    /// Outbox marks for a command that has a row (a command sent unstored under `when_storage_fails: send` has none).
-    func record(_ job: CommandJob, _ body: @escaping @Sendable (GatewayStore) throws -> Void) async {
-        guard job.persisted else { return }
-        await record(body)
+    /// A mark that must be durable before what follows (`sending` before a vendor call).
+    func recordNow(_ job: CommandJob, _ changes: [OutboxChange]) async {
+        guard job.persisted, let outbox else { return }
+        _ = await outbox.write(changes)
     }
 
     /// Sends a command until it is carried out, refused, superseded or expired. A failure where the request
@@ -47,6 +43,8 @@ extension Commands {
         let command = job.command
         let id = command.id
         var backoff = Duration.milliseconds(250)
+        // Stored as `sending` when it could go at once: no second commit before the first vendor call.
+        var markedSending = job.storedSending
         while true {
             guard let vendor = vendors[command.vendorID], devices[command.device] != nil else {
                 return await settleFailed(job, .unknownDevice(command.device.rawValue))
@@ -55,7 +53,8 @@ extension Commands {
             if now() > command.expiresAt {
                 return await settleFailed(job, .expired(commandID: id, expiredAt: command.expiresAt))
             }
-            await record(job) { try $0.markSending(id: id) }
+            if !markedSending { await recordNow(job, [.transition(id: id, to: .sending)]) }
+            markedSending = false
             do {
                 return await settleSucceeded(job, try await sending { try await vendor.execute(command) })
             } catch {
@@ -67,7 +66,7 @@ extension Commands {
                 // Includes a vendor refusing a command whose deadline passed while it was in flight.
                 guard failure.retryable else { return await settleFailed(job, failure) }
                 // The vendor is unhealthy: keep the command (and the ones behind it) waiting.
-                await record(job) { try $0.requeue(id: id, error: failure.jsonText) }
+                recordLater(job, .transition(id: id, to: .pending, error: failure.jsonText))
                 let remaining = command.expiresAt.timeIntervalSince(now())
                 var wait = max(backoff, failure.retryAfter ?? .zero)
                 if remaining < wait.seconds { wait = .milliseconds(Int64(max(0, remaining) * 1000) + 10) }
@@ -154,7 +153,7 @@ extension Commands {
         hub.applyConfirmed(outcome.confirmed, to: command.device)
         respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)
         let result = JSONText.object(outcome.confirmed)
-        await record(job) { try $0.markAcked(id: id, resultJSON: result) }
+        recordLater(job, .transition(id: id, to: .acked, result: result))
         job.completion?(nil)
     }
 
@@ -163,9 +162,9 @@ extension Commands {
         let command = job.command
         let id = command.id
         if failure.code == .expired {
-            await record(job) { try $0.markExpired(id: id) }
+            recordLater(job, .transition(id: id, to: .expired))
         } else {
-            await record(job) { try $0.markFailed(id: id, error: failure.jsonText) }
+            recordLater(job, .transition(id: id, to: .failed, error: failure.jsonText))
         }
         job.completion?(failure)
         fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
@@ -182,16 +181,16 @@ extension Commands {
                 guard let command = try? decoder.decode(DeviceCommand.self, from: Data(entry.json.utf8)) else { continue }
                 let critical = devices[command.device]?.type.isSecurityCritical ?? true
                 if critical {
-                    await record { try $0.markFailed(id: entry.id, error: "interrupted") }
+                    _ = await outbox?.write([.transition(id: entry.id, to: .failed, error: "interrupted")])
                     fail(.interrupted(commandID: entry.id), device: command.device, context: commandContext(command), reply: Reply())
                 } else {
-                    await record { try $0.requeue(id: entry.id, error: "interrupted by a restart") }
+                    _ = await outbox?.write([.transition(id: entry.id, to: .pending, error: "interrupted by a restart")])
                 }
             }
             let pending = try await store.run({ try $0.pending() })
             for entry in pending {
                 guard let command = try? decoder.decode(DeviceCommand.self, from: Data(entry.json.utf8)) else {
-                    await record { try $0.markFailed(id: entry.id, error: "unreadable outbox entry") }
+                    _ = await outbox?.write([.transition(id: entry.id, to: .failed, error: "unreadable outbox entry")])
                     continue
                 }
                 enqueue(CommandJob(command: command, reply: Reply(), persisted: true))

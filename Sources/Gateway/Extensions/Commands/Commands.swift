@@ -25,6 +25,8 @@ final class Commands: GatewayExtension {
     var batchGroups: [String: BatchGroup] = [:]
     /// Vendor calls under way (see `sending`).
     private var inFlight = 0
+    /// The outbox's one writer (nil without a cache).
+    private(set) var outbox: OutboxWriter?
 
     struct CommandJob: Sendable {
         var command: DeviceCommand
@@ -42,11 +44,29 @@ final class Commands: GatewayExtension {
         var requestTag: String?
         /// Stored in the outbox (or no cache): its lane may run it.
         var ready = false
+        /// Stored as `sending` (it was at the front of its lane): its first attempt needs no second commit.
+        var storedSending = false
     }
 
     init(hub: GatewayHub, persistence: Persistence?) {
         self.hub = hub
         self.persistence = persistence
+        outbox = persistence.map { persistence in
+            OutboxWriter(persistence: persistence, spawn: { hub.tasks.spawn($0) }, report: { [weak self] failure, count in
+                self?.outboxWritten(failure, changes: count)
+            })
+        }
+    }
+
+    /// Storage health follows every outbox transaction.
+    private func outboxWritten(_ failure: (any Error)?, changes: Int) {
+        guard let failure else { return storageSucceeded() }
+        _ = storageFailed(failure, doing: "update the outbox (\(changes) change(s))")
+        rateLimitedLog("outbox-write", .error, "outbox write failed: \(failure)")
+    }
+
+    func shutdown() async {
+        await outbox?.flush()
     }
 
     // What the command code reads from the core, by the names it always used.
@@ -147,7 +167,12 @@ final class Commands: GatewayExtension {
     func storageFailed(_ error: any Error, doing what: String) -> GatewayError {
         persistence?.health.recordFailure("cannot \(what): \(error)")
         hub.emit(.storageHealthChanged)
-        return GatewayError(
+        return storageError(error)
+    }
+
+    /// What a sender hears when its command could not be stored.
+    func storageError(_ error: any Error) -> GatewayError {
+        GatewayError(
             .storageUnavailable,
             message: "The command was not stored: the cache at \(config.storage?.path ?? "?") cannot be written (\(GatewayError.clip("\(error)"))).",
             suggestion: GatewayError.Code.storageUnavailable.defaultSuggestion

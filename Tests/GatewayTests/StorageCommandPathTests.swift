@@ -1,0 +1,70 @@
+import Cache
+import Foundation
+@testable import Gateway
+import GatewayModel
+import GatewayTesting
+import Testing
+
+/// With `storage:`, one commit stands between `/set` and the vendor call, and outcome marks are written
+/// behind the response.
+@Suite struct StorageCommandPathTests {
+    @Test func aCommandThatCanGoAtOnceIsStoredAsSendingInOneCommit() async throws {
+        let directory = try TemporaryDirectory()
+        let h = try await CommandSafetyTests.Harness(storage: directory)
+        let store = try #require(h.store)
+        h.vendor.setMode(.gated)
+        let before = store.committedTransactions
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
+        try await waitUntil("the command reached the vendor") { h.vendor.executed.count == 1 }
+        #expect(store.committedTransactions - before == 1, "commits before the vendor call: \(store.committedTransactions - before)")
+        let id = try #require(h.vendor.executed.first?.id)
+        let row = try #require(try store.outboxEntry(id: id))
+        #expect(row.state == .sending && row.attempts == 1, "\(row.state) after \(row.attempts) attempt(s)")
+
+        h.vendor.release()
+        #expect(await h.reply("r/1")?["status"] as? String == "ok")
+        try await waitUntil("the ack is written behind") { try store.outboxEntry(id: id)?.state == .acked }
+    }
+
+    @Test func aCommandQueuedBehindAnotherIsMarkedSendingWhenItsTurnComes() async throws {
+        let directory = try TemporaryDirectory()
+        let h = try await CommandSafetyTests.Harness(storage: directory)
+        let store = try #require(h.store)
+        h.vendor.setMode(.gated)
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
+        try await waitUntil("the first command reached the vendor") { h.vendor.executed.count == 1 }
+        await h.set("plug", #"{"brightness":40}"#, reply: "r/2")
+        let waiting = try await firstPending(store)
+        #expect(waiting.attempts == 0, "a command that waits is stored pending, not sending")
+        h.vendor.release()
+        #expect(await h.reply("r/2")?["status"] as? String == "ok")
+        try await waitUntil("both acked") { try store.outboxCounts()[.acked, default: 0] == 2 }
+        #expect(try store.outboxEntry(id: waiting.id)?.attempts == 1)
+    }
+
+    @Test func aRowLeftSendingByACrashAfterTheVendorCallIsSettledAsInterruptedOnRestart() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("gateway.sqlite")
+        do {
+            // What a crash between the vendor's answer and the written-behind ack leaves: a `sending` row.
+            let store = try GatewayStore(path: path)
+            let lock = DeviceCommand(id: "c-lock", device: DeviceID(vendorInstance: "sv", vendorDeviceID: "lock"), vendorID: "sv",
+                                     vendorDeviceID: "lock", changes: ["lock": .string("UNLOCK")], issuedAt: Date(), expiresAt: Date().addingTimeInterval(10))
+            let json = String(decoding: try JSONEncoder().encode(lock), as: UTF8.self)
+            try store.apply([.insert(OutboxEntry(id: "c-lock", vendorID: "sv", deviceID: "sv_lock", json: json,
+                                                 createdAt: Date().timeIntervalSince1970, expiresAt: lock.expiresAt.timeIntervalSince1970), sending: true)])
+            try store.close()
+        }
+        let h = try await CommandSafetyTests.Harness(storage: directory)
+        await h.controller.resumeOutbox()
+        let store = try #require(h.store)
+        try await waitUntil("settled") { try store.outboxEntry(id: "c-lock")?.state == .failed }
+        #expect(h.vendor.executed.isEmpty, "a lock command that may have been sent is never sent again")
+        #expect(h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("interrupted") })
+    }
+
+    private func firstPending(_ store: GatewayStore) async throws -> OutboxEntry {
+        try await waitUntil("a pending row") { try !store.pending().isEmpty }
+        return try #require(try store.pending().first)
+    }
+}
