@@ -14,6 +14,15 @@ public struct VendorHealth: Sendable, Hashable {
         case degraded
         /// The breaker is open or the vendor cannot be reached; devices are offline.
         case down
+
+        /// 0 for ok, 1 for degraded, 2 for down: a lower rank is better.
+        public var rank: Int {
+            switch self {
+            case .ok: 0
+            case .degraded: 1
+            case .down: 2
+            }
+        }
     }
 
     public var vendorID: String

@@ -68,3 +68,19 @@ import Testing
         return try #require(try store.pending().first)
     }
 }
+
+/// Commands waiting for a down vendor go when it recovers, not at their next backoff tick.
+@Suite struct VendorRecoveryWakeTests {
+    @Test func aWaitingCommandRunsAsSoonAsItsVendorIsBack() async throws {
+        let h = try await CommandSafetyTests.Harness()
+        // The vendor is down and asks to be left alone for 30 s (longer than this test may take).
+        h.vendor.setMode(.failing(GatewayError(.breakerOpen, message: "down", retryable: true, retryAfter: .seconds(30))))
+        await h.controller.handle(.health(VendorHealth(vendorID: "sv", state: .down)))
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
+        try await waitUntil("the first attempt failed") { h.vendor.executed.count == 1 }
+        h.vendor.setMode(.immediate)
+        await h.controller.handle(.health(VendorHealth(vendorID: "sv", state: .ok, lastSuccess: Date())))
+        try await waitUntil("sent again right after the recovery", timeout: .seconds(5)) { h.vendor.executed.count == 2 }
+        #expect(await h.reply("r/1")?["status"] as? String == "ok")
+    }
+}

@@ -22,8 +22,9 @@ final class TaskSet {
     /// Refuses new tasks, cancels the running ones and waits for them to end.
     func cancelAndWait() async {
         closed = true
+        // All first: a task may be waiting for another one (a command for its timer).
+        for task in tasks.values { task.cancel() }
         while let (id, task) = tasks.first {
-            task.cancel()
             await task.value
             tasks[id] = nil
         }

@@ -13,6 +13,8 @@ final class ScriptedVendor: Vendor {
         case gated
         /// Times out after `timeout` (outcome unknown) and applies the change `applyAfter` after the request arrived.
         case late(timeout: Duration, applyAfter: Duration)
+        /// Refuses at once with this error (a vendor that is down: the request surely did not reach it).
+        case failing(GatewayError)
     }
 
     struct Script {
@@ -95,6 +97,8 @@ final class ScriptedVendor: Vendor {
             try await Task.sleep(for: timeout)
             var error = GatewayError.vendorTimeout(vendor: instanceID, after: timeout)
             error.outcomeUnknown = true
+            throw error
+        case .failing(let error):
             throw error
         }
     }

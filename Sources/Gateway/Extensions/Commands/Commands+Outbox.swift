@@ -71,7 +71,7 @@ extension Commands {
                 var wait = max(backoff, failure.retryAfter ?? .zero)
                 if remaining < wait.seconds { wait = .milliseconds(Int64(max(0, remaining) * 1000) + 10) }
                 logger.info("command \(id) waits for \(command.vendorID) (\(failure.code.rawValue)); next try in \(GatewayError.readable(wait))")
-                try? await clock.sleep(for: wait)
+                await waitForVendor(command.vendorID, atMost: wait)
                 // Shutting down: the row stays queued and runs after the restart.
                 if Task.isCancelled { return }
                 backoff = min(backoff * 2, .seconds(5))

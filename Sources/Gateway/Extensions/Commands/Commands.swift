@@ -23,6 +23,8 @@ final class Commands: GatewayExtension {
     var refreshes: [String: RefreshState] = [:]
     /// Batch items of one vendor gathering at the front of their device lanes (see `joinBatch`).
     var batchGroups: [String: BatchGroup] = [:]
+    /// Commands waiting for their vendor to get better, by vendor (see `waitForVendor`).
+    private var recoveryWaiters: [String: [UUID: CheckedContinuation<Void, Never>]] = [:]
     /// Vendor calls under way (see `sending`).
     private var inFlight = 0
     /// The outbox's one writer (nil without a cache).
@@ -109,7 +111,8 @@ final class Commands: GatewayExtension {
     }
 
     func handle(_ event: HubEvent) {
-        if case .vendorHealthChanged(let health, let previous) = event, previous?.state == .down, health.state != .down {
+        // Commands waiting for a vendor go as soon as it is better, not at their next backoff tick.
+        if case .vendorHealthChanged(let health, let previous) = event, let previous, health.state.rank < previous.state.rank {
             vendorRecovered(health.vendorID)
         }
     }
@@ -140,9 +143,29 @@ final class Commands: GatewayExtension {
         }
     }
 
-    /// Hook for work that waited for the vendor (the command outbox).
+    /// Wakes the commands waiting for this vendor (see `waitForVendor`).
     func vendorRecovered(_ vendorID: String) {
-        logger.info("vendor \(vendorID) recovered")
+        guard let waiting = recoveryWaiters.removeValue(forKey: vendorID), !waiting.isEmpty else { return }
+        logger.info("vendor \(vendorID) recovered; \(waiting.count) waiting command(s) go now")
+        for continuation in waiting.values { continuation.resume() }
+    }
+
+    /// Waits until the vendor's health improves, at most `limit` (the retry backoff or the command's deadline).
+    func waitForVendor(_ vendorID: String, atMost limit: Duration) async {
+        let key = UUID()
+        let clock = self.clock
+        // The timer is a tracked task: shutdown cancels it, which ends this wait too.
+        await withCheckedContinuation { continuation in
+            recoveryWaiters[vendorID, default: [:]][key] = continuation
+            hub.tasks.spawn { [self] in
+                try? await clock.sleep(for: limit)
+                resumeWaiter(vendorID, key)
+            }
+        }
+    }
+
+    private func resumeWaiter(_ vendorID: String, _ key: UUID) {
+        recoveryWaiters[vendorID]?.removeValue(forKey: key)?.resume()
     }
 
     // MARK: - Reporting, as the core does it
