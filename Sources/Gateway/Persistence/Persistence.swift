@@ -57,20 +57,40 @@ public final class StorageHealth: Sendable {
     }
 }
 
-/// The gateway's link to the SQLite cache. Writes are batched and done by one task off the
-/// controller's actor, so the publish path never waits on the disk; outbox writes are awaited
-/// (a command is durable before it is sent).
+/// The gateway's link to the SQLite cache. Writes are batched and done by one task off the gateway's
+/// executor, so the publish path never waits on the disk (outbox writes are awaited by the command path:
+/// a command is durable before it is sent).
+///
+/// Write-behind is bounded and coalescing: while the writer is busy, new batches merge into one waiting
+/// batch (a device's state, a device's registry row and a vendor's health: latest wins), and readings
+/// beyond `maxPendingReadings` are dropped and counted (`droppedReadings`). Memory stays bounded by the
+/// number of devices whatever the update rate, and shutdown writes one batch, not a backlog.
 public final class Persistence: Sendable {
     public let store: GatewayStore
     let logger: Logger
     public let health = StorageHealth()
-    private let continuation: AsyncStream<WriteBatch>.Continuation
-    private let batches: AsyncStream<WriteBatch>
+    /// Readings waiting beyond this many are dropped (the newest) and counted.
+    public let maxPendingReadings: Int
+    private let pending: Mutex<Pending>
 
-    public init(store: GatewayStore, logger: Logger) {
+    private struct Pending {
+        var states: [String: StoredState] = [:]
+        /// Per device id: its latest registry row, or nil for a removal.
+        var devices: [String: StoredDevice?] = [:]
+        var readings: [Reading] = []
+        var health: [String: String] = [:]
+        var waiter: CheckedContinuation<Void, Never>?
+        var finished = false
+        var droppedReadings = 0
+
+        var isEmpty: Bool { states.isEmpty && devices.isEmpty && readings.isEmpty && health.isEmpty }
+    }
+
+    public init(store: GatewayStore, logger: Logger, maxPendingReadings: Int = 200_000) {
         self.store = store
         self.logger = logger
-        (batches, continuation) = AsyncStream.makeStream(of: WriteBatch.self, bufferingPolicy: .unbounded)
+        self.maxPendingReadings = max(1, maxPendingReadings)
+        self.pending = Mutex(Pending())
     }
 
     public convenience init(path: String, logger: Logger) throws {
@@ -79,21 +99,90 @@ public final class Persistence: Sendable {
         try self.init(store: GatewayStore(path: path), logger: logger)
     }
 
-    func submit(_ batch: WriteBatch) {
-        guard !batch.isEmpty else { return }
-        continuation.yield(batch)
+    /// Readings dropped because the writer fell too far behind.
+    public var droppedReadings: Int { pending.withLock { $0.droppedReadings } }
+
+    /// Rows waiting for the writer now (states, registry rows, readings, health).
+    public var pendingRows: Int {
+        pending.withLock { $0.states.count + $0.devices.count + $0.readings.count + $0.health.count }
     }
 
-    /// Writes batches until `finish()`; each batch is one transaction per table group.
+    func submit(_ batch: WriteBatch) {
+        guard !batch.isEmpty else { return }
+        let waiter: CheckedContinuation<Void, Never>? = pending.withLock { pending in
+            guard !pending.finished else { return nil }
+            for id in batch.removals {
+                pending.devices[id] = .some(nil)
+                pending.states[id] = nil
+            }
+            for device in batch.upserts { pending.devices[device.id] = .some(device) }
+            for state in batch.states { pending.states[state.deviceID] = state }
+            let room = maxPendingReadings - pending.readings.count
+            if batch.readings.count <= room {
+                pending.readings.append(contentsOf: batch.readings)
+            } else {
+                pending.readings.append(contentsOf: batch.readings.prefix(max(0, room)))
+                pending.droppedReadings += batch.readings.count - max(0, room)
+            }
+            for (vendor, json) in batch.health { pending.health[vendor] = json }
+            defer { pending.waiter = nil }
+            return pending.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Writes what waits, one transaction per table group each time, until `finish()`; then writes the
+    /// last waiting batch and returns.
     public func run() async {
-        for await batch in batches {
+        while let batch = await next() {
             // On a Dispatch thread: an fsync must not hold one of the two cooperative threads.
             _ = try? await store.run { [self] _ in self.write(batch) }
         }
     }
 
+    /// The waiting batch, taken whole; nil once finished and nothing waits.
+    private func next() async -> WriteBatch? {
+        while true {
+            let taken: WriteBatch?? = pending.withLock { pending in
+                if !pending.isEmpty { return .some(Self.take(&pending)) }
+                return pending.finished ? .some(nil) : nil
+            }
+            if let taken { return taken }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = pending.withLock { pending -> Bool in
+                    if !pending.isEmpty || pending.finished { return true }
+                    pending.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
+    }
+
+    private static func take(_ pending: inout Pending) -> WriteBatch {
+        var batch = WriteBatch()
+        for (id, device) in pending.devices {
+            if let device { batch.upserts.append(device) } else { batch.removals.append(id) }
+        }
+        batch.states = Array(pending.states.values)
+        batch.readings = pending.readings
+        batch.health = pending.health.map { ($0.key, $0.value) }
+        pending.devices.removeAll()
+        pending.states.removeAll()
+        pending.readings = []
+        pending.health.removeAll()
+        return batch
+    }
+
     /// Stops accepting batches; `run()` returns after writing what was submitted.
-    public func finish() { continuation.finish() }
+    public func finish() {
+        let waiter = pending.withLock { pending in
+            pending.finished = true
+            defer { pending.waiter = nil }
+            return pending.waiter
+        }
+        waiter?.resume()
+    }
 
     private func write(_ batch: WriteBatch) {
         do {
@@ -104,7 +193,7 @@ public final class Persistence: Sendable {
             for (vendor, json) in batch.health { try store.saveVendorHealth(vendorID: vendor, json: json) }
             health.recordSuccess()
         } catch {
-            // Logged by the controller when the storage state flips (see `noteStorageChange`), not per failed batch.
+            // Logged by the cache writer when the storage state flips (see `noteStorageChange`), not per failed batch.
             health.recordFailure("cache write failed: \(error)")
         }
     }

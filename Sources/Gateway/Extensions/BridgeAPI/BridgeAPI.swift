@@ -303,6 +303,7 @@ final class BridgeAPI: GatewayExtension {
             ("vendor_events", "vendor event(s) (vendors report faster than the gateway publishes)"),
             ("coalesced_vendor_events", "state update(s) merged into a newer one of the same device while the gateway was behind"),
             ("coalesced_states", "state publish(es) merged per device while the broker connection was behind"),
+            ("cache_readings", "history reading(s) (the cache writer fell behind)"),
             ("offline_publishes", "publish(es) while the broker was unreachable"),
             ("refused_responses", "response(s) to refused response topics"),
         ]

@@ -104,6 +104,8 @@ final class CacheWriter: GatewayExtension {
     // MARK: - Storage health
 
     func report(into report: inout BridgeReport) {
+        report.dropped["cache_readings"] = .number(Double(persistence.droppedReadings))
+        report.queues["cache_rows_waiting"] = .number(Double(persistence.pendingRows))
         let health = persistence.health.snapshot
         report.storage = JSON.object([
             "state": .string(health.ok ? "ok" : "error"),
