@@ -79,7 +79,7 @@ let package = Package(
         .target(name: "GatewayTesting", dependencies: ["MQTT", "GatewayModel"], swiftSettings: strict),
         .executableTarget(
             name: "Bench",
-            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "Vendors", "GatewayModel", "CMosquitto",
+            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "Vendors", "GatewayModel", "CMosquitto", "ConsciousnessSimulator", "CurlHTTP",
                            .product(name: "Logging", package: "swift-log")],
             path: "Sources/Bench",
             swiftSettings: strict

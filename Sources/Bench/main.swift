@@ -3,7 +3,7 @@ import GatewayTesting
 import MQTT
 
 // lbs-bench: benchmark programs whose numbers go into the README.
-//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|all]
+//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|all]
 // Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
 
 let mode = CommandLine.arguments.dropFirst().first ?? "all"
@@ -94,6 +94,26 @@ if mode == "overload" {
                                                result.samples.last ?? .nan, result.samples.count + result.lost, result.lost))
     line("rss_mb_every_5s", result.rss.map { String(format: "%d s: %.1f", $0.second, Double($0.kb) / 1024) }.joined(separator: ", "))
     line("merged_or_dropped", result.coalesced)
+    await broker.stop()
+}
+
+// What the SQLite cache adds to a command: /set → vendor HTTP → state with and without storage, and plain HTTP.
+if mode == "storage" {
+    let iterations = Int(CommandLine.arguments.dropFirst(2).first ?? "") ?? 500
+    let broker = try await MosquittoBroker.started()
+    let result = try await StorageBench.run(broker: broker, iterations: iterations)
+    func summary(_ samples: [Double]) -> String {
+        String(format: "p50 %.3f ms, p99 %.3f ms", GatewayBench.percentile(samples, 0.5), GatewayBench.percentile(samples, 0.99))
+    }
+    line("plain_http_control_request", summary(result.plainHTTP))
+    line("set_to_state_without_storage", summary(result.withoutStorage))
+    line("set_to_state_with_storage", summary(result.withStorage))
+    line("storage_adds_at_p50", String(format: "%.3f ms (target <= 0.3 ms; %d round trips each)",
+                                       GatewayBench.percentile(result.withStorage, 0.5) - GatewayBench.percentile(result.withoutStorage, 0.5), iterations))
+    line("demo_set_to_state_without_storage", summary(result.demoWithoutStorage))
+    line("demo_set_to_state_with_storage", summary(result.demoWithStorage))
+    line("storage_adds_at_p50_demo", String(format: "%.3f ms (no HTTP: the storage path alone)",
+                                            GatewayBench.percentile(result.demoWithStorage, 0.5) - GatewayBench.percentile(result.demoWithoutStorage, 0.5)))
     await broker.stop()
 }
 

@@ -54,7 +54,7 @@ final class Commands: GatewayExtension {
         self.hub = hub
         self.persistence = persistence
         outbox = persistence.map { persistence in
-            OutboxWriter(persistence: persistence, spawn: { hub.tasks.spawn($0) }, report: { [weak self] failure, count in
+            OutboxWriter(persistence: persistence, clock: hub.clock, spawn: { hub.tasks.spawn($0) }, report: { [weak self] failure, count in
                 self?.outboxWritten(failure, changes: count)
             })
         }
