@@ -15,17 +15,23 @@ import Testing
         return GatewayController(config: config, transport: transport, logger: Logger(label: "test"))
     }
 
-    func states(_ transport: RecordingTransport, _ device: Device) -> [String] {
-        transport.messages.filter { $0.topic == "lbs/device/\(device.id.rawValue)" }.map(\.payload)
-    }
-
-    @Test func aSlowConnectionGetsEachDevicesLatestStateOnce() async throws {
+    /// Two devices, connected, and a connection 2,001 messages behind (above the default `mqtt.max_backlog`).
+    static func behindTheBroker() async -> (RecordingTransport, GatewayController) {
         let transport = RecordingTransport()
         let controller = await Self.controller(transport)
         await controller.handle(.inventory(vendorID: "sv", devices: [Self.meter, Self.light]))
         await controller.connected()
         transport.clear()
         transport.setBacklog(2_001)
+        return (transport, controller)
+    }
+
+    func states(_ transport: RecordingTransport, _ device: Device) -> [String] {
+        transport.messages.filter { $0.topic == "lbs/device/\(device.id.rawValue)" }.map(\.payload)
+    }
+
+    @Test func aSlowConnectionGetsEachDevicesLatestStateOnce() async throws {
+        let (transport, controller) = await Self.behindTheBroker()
         for watts in 1...500 {
             await controller.handle(.state(Self.meter.id, ["solar_power": .number(Double(watts))], observedAt: Date()))
         }
@@ -44,12 +50,7 @@ import Testing
     }
 
     @Test func aCommandsConfirmedStateIsNotHeldBack() async throws {
-        let transport = RecordingTransport()
-        let controller = await Self.controller(transport)
-        await controller.handle(.inventory(vendorID: "sv", devices: [Self.meter, Self.light]))
-        await controller.connected()
-        transport.clear()
-        transport.setBacklog(2_001)
+        let (transport, controller) = await Self.behindTheBroker()
         await controller.handle(.state(Self.meter.id, ["solar_power": .number(1)], observedAt: Date()))
         await controller.hub.applyConfirmed(["state": .string("ON")], to: Self.light.id)
         #expect(states(transport, Self.light).count == 1, "a confirmed state goes straight out")
