@@ -55,12 +55,13 @@ import Testing
         let online = index(messages, "bridge/state") { $0 == "lbs/bridge/state" }
         let info = index(messages, "bridge/info") { $0 == "lbs/bridge/info" }
         let devices = index(messages, "bridge/devices") { $0 == "lbs/bridge/devices" }
+        let health = index(messages, "bridge/health") { $0 == "lbs/bridge/health" }
         let discovery = index(messages, "discovery") { $0.hasPrefix("homeassistant/") && $0.contains("sv_meter") }
         let availability = index(messages, "availability") { $0 == "lbs/device/sv_meter/availability" }
         let state = index(messages, "state") { $0 == "lbs/device/sv_meter" }
         let energy = index(messages, "energy/home") { $0 == "lbs/energy/home" }
         let room = index(messages, "environment/garage") { $0 == "lbs/environment/garage" }
-        #expect(online < info && info < devices && devices < discovery)
+        #expect(online < info && info < devices && devices < health && health < discovery)
         #expect(discovery < availability && availability < state)
         #expect(state < energy && state < room)
     }
