@@ -6,6 +6,14 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// The vendors, one target each (`Vendor<name>` in Sources/Vendors/<name>), with what only they need.
+/// Adding a vendor: its folder, one line here, one line in Sources/Gateway/Config/VendorRegistry.swift.
+let vendors: [(name: String, dependencies: [Target.Dependency])] = [
+    ("Demo", []),
+    ("Consciousness", []),
+]
+let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
+
 let package = Package(
     name: "lbs-gateway",
     platforms: [.macOS(.v15)],
@@ -37,30 +45,39 @@ let package = Package(
         .target(name: "Resilience", dependencies: ["GatewayModel"], swiftSettings: strict),
         // SQLite cache, outbox and history through GRDB on Debian's libsqlite3.
         .target(name: "Cache", dependencies: [.product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
-        // One folder per vendor behind the `Vendor` protocol.
+        // What every vendor builds on: the config reader and shared options, HTTP with breaker, retry and
+        // quota, TLS trust, secrets, the push-stream helper. The `Vendor` protocol itself is in GatewayModel.
         .target(
-            name: "Vendors",
+            name: "VendorKit",
             dependencies: [
                 "GatewayModel", "Resilience", "CurlHTTP",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
+    ] + vendors.map { vendor in
+        // One target per vendor (Sources/Vendors/<Name>), so a dependency reaches only the vendors that need it.
+        .target(
+            name: "Vendor\(vendor.name)", dependencies: ["VendorKit", "GatewayModel", "Resilience", "CurlHTTP",
+                .product(name: "Logging", package: "swift-log")] + vendor.dependencies,
+            path: "Sources/Vendors/\(vendor.name)", swiftSettings: strict
+        )
+    } + [
         // The controller: config, topics, discovery, router, publisher, services.
         .target(
             name: "Gateway",
             dependencies: [
-                "GatewayModel", "MQTT", "Vendors", "Resilience", "Cache",
+                "GatewayModel", "MQTT", "VendorKit", "Resilience", "Cache",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
-            ],
+            ] + vendorTargets,
             swiftSettings: strict
         ),
         .executableTarget(
             name: "LBSGatewayCLI",
             dependencies: [
-                "Gateway", "Cache",
+                "Gateway", "Cache", "VendorKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -77,9 +94,11 @@ let package = Package(
         ),
         .executableTarget(name: "ConsciousnessSim", dependencies: ["ConsciousnessSimulator"], swiftSettings: strict),
         .target(name: "GatewayTesting", dependencies: ["MQTT", "GatewayModel"], swiftSettings: strict),
+        // Vendor test helpers: a sink that records events, the recorded fixtures of Tests/Fixtures.
+        .target(name: "VendorTesting", dependencies: ["GatewayModel", "VendorKit"], swiftSettings: strict),
         .executableTarget(
             name: "Bench",
-            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "Vendors", "GatewayModel", "CMosquitto", "ConsciousnessSimulator", "CurlHTTP",
+            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "VendorKit", "VendorDemo", "GatewayModel", "CMosquitto", "ConsciousnessSimulator", "CurlHTTP",
                            .product(name: "Logging", package: "swift-log")],
             path: "Sources/Bench",
             swiftSettings: strict
@@ -92,13 +111,13 @@ let package = Package(
         .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
         .testTarget(
             name: "VendorTests",
-            dependencies: ["Vendors", "ConsciousnessSimulator", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
-                           .product(name: "Logging", package: "swift-log")],
+            dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
+                           .product(name: "Logging", package: "swift-log")] + vendorTargets,
             swiftSettings: strict
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "GatewayTesting", "ConsciousnessSimulator", "Cache", "GatewayModel"],
+            dependencies: ["Gateway", "GatewayTesting", "ConsciousnessSimulator", "Cache", "GatewayModel", "VendorKit", "VendorTesting"] + vendorTargets,
             swiftSettings: strict
         ),
     ],

@@ -1,5 +1,6 @@
 import Cache
 import Foundation
+import GatewayModel
 
 /// Cache benchmarks: batched ingest rate, and database size after a simulated month of sensors.
 ///
@@ -75,7 +76,7 @@ private func benchmarkIngest(options: CacheBenchOptions, directory: String) thro
         }
         written += try store.appendReadings(batch)
     }
-    let seconds = (ContinuousClock.now - began).seconds
+    let seconds = (ContinuousClock.now - began).inSeconds
     print("cache.ingest.readings: \(written) readings")
     print("cache.ingest.batch_size: \(options.batchSize) readings")
     print("cache.ingest.rate: \(Int(Double(written) / seconds)) readings/s")
@@ -112,7 +113,7 @@ private func benchmarkMonth(options: CacheBenchOptions, directory: String) throw
             }
         }
         total += try store.appendReadings(batch)
-        insertSeconds += (ContinuousClock.now - began).seconds
+        insertSeconds += (ContinuousClock.now - began).inSeconds
 
         // The periodic retention job at the end of the day, in bounded steps.
         began = ContinuousClock.now
@@ -120,11 +121,11 @@ private func benchmarkMonth(options: CacheBenchOptions, directory: String) throw
         repeat {
             let stepBegan = ContinuousClock.now
             report = try store.runRetention(now: dayStart + 86_400, policy: .standard, maxRows: 50_000)
-            longestStep = max(longestStep, (ContinuousClock.now - stepBegan).seconds)
+            longestStep = max(longestStep, (ContinuousClock.now - stepBegan).inSeconds)
             rolledUp += report.rawRowsRolledUp
             hourlyRows += report.hourlyRowsWritten
         } while !report.finished
-        retentionSeconds += (ContinuousClock.now - began).seconds
+        retentionSeconds += (ContinuousClock.now - began).inSeconds
     }
     try store.checkpoint()
 
@@ -154,10 +155,4 @@ private func fileSize(_ path: String) -> Int {
 
 private func format(_ value: Double) -> String {
     String(format: "%.1f", value)
-}
-
-extension Duration {
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
 }

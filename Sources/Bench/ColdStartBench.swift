@@ -1,4 +1,5 @@
 import Foundation
+import GatewayModel
 import GatewayTesting
 import MQTT
 
@@ -35,6 +36,6 @@ enum ColdStartBench {
         _ = await gateway.stop()
         await counter.client.shutdown()
         await fresh.stop()
-        return (GatewayBench.seconds(elapsed) * 1000, received)
+        return (elapsed.inSeconds * 1000, received)
     }
 }

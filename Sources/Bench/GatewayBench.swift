@@ -6,7 +6,8 @@ import GatewayTesting
 import Logging
 import MQTT
 import Synchronization
-import Vendors
+import VendorDemo
+import VendorKit
 
 /// Counts messages a subscriber receives, to measure delivered throughput the same way for both sides.
 final class DeliveryCounter: Sendable {
@@ -97,8 +98,6 @@ struct ThroughputResult {
 }
 
 enum GatewayBench {
-    static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
-
     /// The ceiling: a plain libmosquitto publish loop (loop_start thread, QoS 0, retained, one topic per device).
     static func plainLoop(broker: MosquittoBroker, devices: Int, rounds: Int, payloadBytes: Int) async throws -> ThroughputResult {
         let total = devices * rounds
@@ -123,7 +122,7 @@ enum GatewayBench {
         mosquitto_disconnect(mosq)
         mosquitto_loop_stop(mosq, false)
         mosquitto_destroy(mosq)
-        return ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: seconds((end ?? .now) - start))
+        return ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: ((end ?? .now) - start).inSeconds)
     }
 
     /// The same loop through our `MQTTClient` (own network thread): separates the wrapper's cost
@@ -142,7 +141,7 @@ enum GatewayBench {
         }
         let end = await counter.finished(timeout: .seconds(60))
         await client.shutdown()
-        return ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: seconds((end ?? .now) - start))
+        return ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: ((end ?? .now) - start).inSeconds)
     }
 
     /// A gateway wired like `lbs-gateway run`, with the demo vendor's handle so the bench can drive it.
@@ -212,7 +211,7 @@ enum GatewayBench {
         for event in updates { gateway.sink.send(event) }
         let end = await counter.finished(timeout: .seconds(60))
         await gateway.stop()
-        return (ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: seconds((end ?? .now) - start)), deviceCount)
+        return (ThroughputResult(messages: total, delivered: end == nil ? counter.receivedAndRemove() : { counter.remove(); return total }(), seconds: ((end ?? .now) - start).inSeconds), deviceCount)
     }
 
     /// `/set` → new state on the device topic, measured by a separate MQTT client that publishes the `/set` and
@@ -243,7 +242,7 @@ enum GatewayBench {
             while let payload = await iterator.next() {
                 if payload.firstRange(of: needle) != nil { break }
             }
-            samples.append(seconds(ContinuousClock.now - start) * 1000)
+            samples.append((ContinuousClock.now - start).inSeconds * 1000)
         }
         forward.cancel()
         await client.shutdown()

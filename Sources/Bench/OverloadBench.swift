@@ -1,4 +1,5 @@
 import Foundation
+import GatewayModel
 import GatewayTesting
 import MQTT
 
@@ -83,8 +84,8 @@ enum OverloadBench {
                     break
                 }
             }
-            if answered { samples.append(GatewayBench.seconds(ContinuousClock.now - sent) * 1000) } else { lost += 1 }
-            let elapsed = Int(GatewayBench.seconds(ContinuousClock.now - start))
+            if answered { samples.append((ContinuousClock.now - sent).inSeconds * 1000) } else { lost += 1 }
+            let elapsed = Int((ContinuousClock.now - start).inSeconds)
             if elapsed >= nextSample {
                 rss.append((elapsed, rssKB()))
                 nextSample += 5
@@ -92,7 +93,7 @@ enum OverloadBench {
             let spent = ContinuousClock.now - sent
             if spent < pause { try await Task.sleep(for: pause - spent) }
         }
-        let elapsed = GatewayBench.seconds(ContinuousClock.now - start)
+        let elapsed = (ContinuousClock.now - start).inSeconds
         let final = await health()
         let dropped = (final?["dropped"] as? [String: Any]) ?? [:]
         let coalesced = ["coalesced_vendor_events", "coalesced_states", "vendor_events"]

@@ -1,6 +1,7 @@
 import ConsciousnessSimulator
 import CurlHTTP
 import Foundation
+import GatewayModel
 import GatewayTesting
 import MQTT
 
@@ -47,7 +48,7 @@ enum StorageBench {
                 method: .put, url: "\(base)/api/v1/devices/lights-kitchen/control",
                 headers: ["Content-Type": "application/json", "Authorization": "Bearer \(token)"],
                 body: Data(#"{"action":"\#(action)"}"#.utf8)))
-            if index >= 20 { samples.append(GatewayBench.seconds(ContinuousClock.now - start) * 1000) }
+            if index >= 20 { samples.append((ContinuousClock.now - start).inSeconds * 1000) }
         }
         return samples.sorted()
     }
@@ -110,7 +111,7 @@ enum StorageBench {
             while let payload = await iterator.next() {
                 if payload.firstRange(of: needle) != nil { break }
             }
-            if index >= 20 { samples.append(GatewayBench.seconds(ContinuousClock.now - start) * 1000) }
+            if index >= 20 { samples.append((ContinuousClock.now - start).inSeconds * 1000) }
         }
         forward.cancel()
         await client.shutdown()

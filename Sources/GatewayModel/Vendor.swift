@@ -15,6 +15,15 @@ public enum VendorEvent: Sendable {
     /// The vendor's health changed (breaker, last error, quota). The gateway publishes it and
     /// sets the availability of the vendor's devices from it.
     case health(VendorHealth)
+    /// One device joined or changed, without a full inventory (a push vendor's node was added).
+    /// `max_devices` still holds.
+    case deviceAdded(Device)
+    /// One device is gone, without a full inventory (a push vendor's node was removed).
+    case deviceRemoved(DeviceID)
+    /// A one-off event of a device: a button press, a leak detected, a device detected. Published as
+    /// `device_event` on `<base>/bridge/event` and on `<base>/device/<id>/event` (a Home Assistant `event`
+    /// entity); `type` should be one of the device's `eventTypes`.
+    case deviceEvent(DeviceID, type: String, data: [String: StateValue], at: Date)
 }
 
 /// Where an adapter sends its events. Backed by an `AsyncStream` the controller drains.

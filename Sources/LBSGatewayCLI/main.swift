@@ -3,6 +3,7 @@ import Cache
 import Foundation
 import Gateway
 import Logging
+import VendorKit
 import ServiceLifecycle
 import UnixSignals
 

@@ -60,19 +60,6 @@ public final class CircuitBreaker: Sendable {
         public var isProbe: Bool { probeID != nil }
     }
 
-    /// A state change, for `vendor_state_changed` events.
-    public struct Transition: Sendable, Hashable {
-        public var vendor: String
-        public var from: State
-        public var to: State
-        /// When it happened, as elapsed time of the breaker's clock.
-        public var at: Duration
-        /// How long the breaker stays open (only for transitions to `open`).
-        public var openFor: Duration?
-        /// The failure that caused a trip.
-        public var cause: GatewayError?
-    }
-
     /// Counts and timing for health reports.
     public struct Snapshot: Sendable, Hashable {
         public var vendor: String
@@ -105,9 +92,6 @@ public final class CircuitBreaker: Sendable {
 
     public let vendor: String
     public let settings: Settings
-    /// Every state change, in order. Single consumer; the newest 100 are kept if nobody reads.
-    public let transitions: AsyncStream<Transition>
-    private let continuation: AsyncStream<Transition>.Continuation
     private let time: TimeSource
     private let core = Mutex(Core())
 
@@ -115,14 +99,11 @@ public final class CircuitBreaker: Sendable {
         self.vendor = vendor
         self.settings = settings
         self.time = time
-        (transitions, continuation) = AsyncStream.makeStream(of: Transition.self, bufferingPolicy: .bufferingNewest(100))
     }
 
     public convenience init<C: Clock>(vendor: String, settings: Settings = Settings(), clock: C) where C.Duration == Duration {
         self.init(vendor: vendor, settings: settings, time: TimeSource(clock))
     }
-
-    deinit { continuation.finish() }
 
     // MARK: Calls
 
@@ -164,8 +145,8 @@ public final class CircuitBreaker: Sendable {
             if let probeID = permit.probeID {
                 guard core.state == .halfOpen, core.activeProbe?.id == probeID else { return }
                 switch verdict {
-                case .success: close(&core, now: now)
-                case .failure: trip(&core, now: now, cause: error)
+                case .success: close(&core)
+                case .failure: trip(&core, now: now)
                 case .ignored: core.activeProbe = nil
                 }
                 return
@@ -179,7 +160,7 @@ public final class CircuitBreaker: Sendable {
             let failures = core.outcomes.count { $0.failed }
             if core.outcomes.count >= settings.minimumCalls,
                Double(failures) >= settings.failureRatio * Double(core.outcomes.count) {
-                trip(&core, now: now, cause: error)
+                trip(&core, now: now)
             }
         }
     }
@@ -189,15 +170,6 @@ public final class CircuitBreaker: Sendable {
         guard let probeID = permit.probeID else { return }
         core.withLock { core in
             if core.activeProbe?.id == probeID { core.activeProbe = nil }
-        }
-    }
-
-    /// Forces the breaker closed and forgets everything (e.g. after the vendor's configuration changed).
-    public func reset() {
-        let now = time.now()
-        core.withLock { core in
-            close(&core, now: now)
-            core.lastFailure = nil
         }
     }
 
@@ -239,11 +211,11 @@ public final class CircuitBreaker: Sendable {
         }
         if core.state == .open, now >= core.openUntil {
             core.activeProbe = nil
-            move(&core, to: .halfOpen, now: now, openFor: nil, cause: nil)
+            core.state = .halfOpen
         }
     }
 
-    private func trip(_ core: inout Core, now: Duration, cause: GatewayError?) {
+    private func trip(_ core: inout Core, now: Duration) {
         let growth = Double(sign: .plus, exponent: min(core.consecutiveTrips, 30), significand: 1)
         let duration = min(settings.maxOpenDuration, .clampedSeconds(settings.openDuration.inSeconds * growth))
         core.consecutiveTrips += 1
@@ -252,21 +224,14 @@ public final class CircuitBreaker: Sendable {
         core.generation += 1
         core.outcomes.removeAll()
         core.activeProbe = nil
-        move(&core, to: .open, now: now, openFor: duration, cause: cause)
+        core.state = .open
     }
 
-    private func close(_ core: inout Core, now: Duration) {
+    private func close(_ core: inout Core) {
         core.consecutiveTrips = 0
         core.generation += 1
         core.outcomes.removeAll()
         core.activeProbe = nil
-        if core.state != .closed { move(&core, to: .closed, now: now, openFor: nil, cause: nil) }
-    }
-
-    private func move(_ core: inout Core, to state: State, now: Duration, openFor: Duration?, cause: GatewayError?) {
-        let transition = Transition(vendor: vendor, from: core.state, to: state, at: now, openFor: openFor, cause: cause)
-        core.state = state
-        // Yielding under the lock keeps transitions in order; it never runs consumer code synchronously.
-        continuation.yield(transition)
+        core.state = .closed
     }
 }

@@ -20,17 +20,3 @@ public struct TimeSource: Sendable {
         try await sleeper(duration)
     }
 }
-
-extension Duration {
-    /// Seconds as a floating-point number (for ratios and jitter).
-    var inSeconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-
-    /// A duration from floating-point seconds, clamped to a sane range (0 … 100 years).
-    static func clampedSeconds(_ seconds: Double) -> Duration {
-        guard seconds.isFinite, seconds > 0 else { return .zero }
-        return .seconds(min(seconds, 3_153_600_000))
-    }
-}

@@ -6,6 +6,7 @@ import GatewayTesting
 import Logging
 import Synchronization
 import Testing
+import VendorKit
 
 /// The command path's safety rules with a scripted vendor: a command whose outcome is unknown is
 /// settled by reading the state back (never sent again blindly, never overtaken by an older copy),

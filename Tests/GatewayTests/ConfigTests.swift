@@ -2,6 +2,7 @@ import Cache
 import Foundation
 @testable import Gateway
 import Testing
+import VendorKit
 
 @Suite struct ConfigTests {
     @Test func minimalConfigLoadsWithDefaults() throws {

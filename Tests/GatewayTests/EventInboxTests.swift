@@ -60,6 +60,9 @@ import Testing
             case .inventory: "inventory"
             case .health: "health"
             case .availability(let id, let online): "\(id.rawValue) \(online ? "online" : "offline")"
+            case .deviceAdded(let device): "added \(device.id.rawValue)"
+            case .deviceRemoved(let id): "removed \(id.rawValue)"
+            case .deviceEvent(let id, let type, _, _): "\(id.rawValue) event \(type)"
             }
         }
     }
@@ -85,6 +88,17 @@ import Testing
         inbox.send(.state(Self.a, ["power": .number(3)], observedAt: Date()))
         inbox.send(.availability(Self.a, online: false))
         #expect(describe(await inbox.next()) == ["v_a:power=1.0", "inventory", "v_a:power=3.0", "v_a offline"])
+    }
+
+    @Test func oneOffEventsAndPartialInventoryAreNeverMergedAndKeepTheirPlace() async {
+        let inbox = EventInbox<VendorEvent>(capacity: 10, coalescing: .deviceStates)
+        inbox.send(.deviceAdded(Device(vendorID: "v", vendorDeviceID: "a", name: "A", type: .button, keys: [], eventTypes: ["press"])))
+        inbox.send(.deviceEvent(Self.a, type: "press", data: [:], at: Date()))
+        inbox.send(.state(Self.a, ["power": .number(1)], observedAt: Date()))
+        inbox.send(.deviceEvent(Self.a, type: "press", data: [:], at: Date()))
+        inbox.send(.state(Self.a, ["power": .number(2)], observedAt: Date()))
+        inbox.send(.deviceRemoved(Self.a))
+        #expect(describe(await inbox.next()) == ["added v_a", "v_a event press", "v_a:power=1.0", "v_a event press", "v_a:power=2.0", "removed v_a"])
     }
 
     @Test func aFullInboxStillMergesIntoWaitingEntriesButDropsNewOnes() async {

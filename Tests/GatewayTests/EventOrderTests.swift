@@ -3,6 +3,7 @@ import Foundation
 import GatewayModel
 import Logging
 import Testing
+import VendorKit
 
 /// The order of messages users rely on ("Order of messages" in `mqtt-topics.md`): discovery and availability
 /// go out before a device's state, the bridge topics before the devices, home views last.

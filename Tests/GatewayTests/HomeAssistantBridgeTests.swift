@@ -6,7 +6,8 @@ import GatewayTesting
 import Logging
 import MQTT
 import Testing
-import Vendors
+import VendorDemo
+import VendorKit
 
 /// The gateway device, the home views as Home Assistant devices and `<base>/bridge/health`
 /// (issue 7 point 7), through the controller and through a real broker.

@@ -2,6 +2,7 @@ import Foundation
 @testable import Gateway
 import MQTT
 import Testing
+import VendorKit
 
 /// `mqtt.ca_path` and `mqtt.offline_queue_size` reach the MQTT client (issue 7 point 3, issue 8 point 4).
 @Suite struct MQTTSettingsTests {

@@ -3,6 +3,7 @@ import Foundation
 import GatewayModel
 import Logging
 import Testing
+import VendorKit
 
 /// When the connection cannot keep up, states are held back per device (latest wins) and commands'
 /// confirmed states still go out at once.

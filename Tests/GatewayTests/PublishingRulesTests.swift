@@ -6,6 +6,7 @@ import GatewayTesting
 import Logging
 import Synchronization
 import Testing
+import VendorKit
 
 /// What the gateway publishes and when: unchanged state only on the heartbeat, counters never lower,
 /// no device online before its vendor answered, replies never inside the gateway's or Home Assistant's

@@ -3,6 +3,7 @@ import Foundation
 import GatewayModel
 import Logging
 import Testing
+import VendorKit
 
 /// What push vendors (Matter, Sense) report beyond states: one-off events and partial inventory.
 @Suite struct PushVendorEventTests {

@@ -4,7 +4,9 @@ import GatewayModel
 import GatewayTesting
 import Resilience
 import Testing
-import Vendors
+import VendorConsciousness
+import VendorKit
+import VendorTesting
 
 @Suite struct ConsciousnessAdapterTests {
     @Test func loginAndInventoryMapAllSevenTypesAndTheHouse() async throws {

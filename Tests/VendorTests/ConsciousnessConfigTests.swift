@@ -3,7 +3,9 @@ import Foundation
 import GatewayModel
 import Resilience
 import Testing
-import Vendors
+import VendorConsciousness
+import VendorKit
+import VendorTesting
 
 @Suite struct ConsciousnessConfigTests {
     private func problems(_ vendor: String, environment: [String: String] = [:], baseDirectory: String = ".") -> [ConfigProblem] {
@@ -57,7 +59,7 @@ import Vendors
         """
         let config = try ConfigLoader.parse(yaml: yaml, baseDirectory: dir.path).get()
         var reader = ConfigReader()
-        let options = try #require(VendorCatalog.consciousnessOptions(config.vendors[0], reader: &reader, environment: [:], baseDirectory: dir.path))
+        let options = try #require(ConsciousnessVendorFactory.parse(config.vendors[0], reader: &reader, environment: [:]))
         #expect(reader.problems.isEmpty)
         #expect(options.password.reveal() == "s3cret-house")
         #expect(options.apiBase == "http://127.0.0.1:8000/api/v1")
@@ -76,14 +78,14 @@ import Vendors
             yaml: "mqtt: {url: mqtt://h}\nvendors:\n  - \(base), password_env: HOUSE_PW}\n", environment: ["HOUSE_PW": "from-env"]
         ).get()
         var reader = ConfigReader()
-        #expect(VendorCatalog.consciousnessOptions(named.vendors[0], reader: &reader, environment: ["HOUSE_PW": "from-env"], baseDirectory: ".")?
+        #expect(ConsciousnessVendorFactory.parse(named.vendors[0], reader: &reader, environment: ["HOUSE_PW": "from-env"])?
             .password.reveal() == "from-env")
 
         let fallback = try ConfigLoader.parse(
             yaml: "mqtt: {url: mqtt://h}\nvendors:\n  - \(base)}\n", environment: ["LBS_HOUSE_1_PASSWORD": "default-env"]
         ).get()
-        #expect(VendorCatalog.consciousnessOptions(fallback.vendors[0], reader: &reader, environment: ["LBS_HOUSE_1_PASSWORD": "default-env"], baseDirectory: ".")?
+        #expect(ConsciousnessVendorFactory.parse(fallback.vendors[0], reader: &reader, environment: ["LBS_HOUSE_1_PASSWORD": "default-env"])?
             .password.reveal() == "default-env")
-        #expect(ConsciousnessOptions.defaultPasswordVariable(vendorID: "house-1") == "LBS_HOUSE_1_PASSWORD")
+        #expect(ConfigReader.defaultSecretVariable("password", vendorID: "house-1") == "LBS_HOUSE_1_PASSWORD")
     }
 }

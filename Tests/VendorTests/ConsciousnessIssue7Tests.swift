@@ -4,7 +4,9 @@ import GatewayModel
 import GatewayTesting
 import Resilience
 import Testing
-import Vendors
+import VendorConsciousness
+import VendorKit
+import VendorTesting
 
 /// Issue 7 (vendor side): commands that may have been carried out are not repeated, capabilities say what
 /// the backend can do, the served thermostat shape, held-off auth and 404 failures, `next_attempt`.

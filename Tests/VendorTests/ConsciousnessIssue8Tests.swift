@@ -5,7 +5,9 @@ import GatewayTesting
 import Logging
 import Resilience
 import Testing
-import Vendors
+import VendorConsciousness
+import VendorKit
+import VendorTesting
 
 /// Issue 8 (vendor side): a backend that echoes the password does not leak it; colliding ids keep every device.
 @Suite(.timeLimit(.minutes(2))) struct ConsciousnessIssue8Tests {

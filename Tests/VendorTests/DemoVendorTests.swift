@@ -2,7 +2,9 @@ import Foundation
 import GatewayModel
 import Synchronization
 import Testing
-import Vendors
+import VendorDemo
+import VendorKit
+import VendorTesting
 
 /// The demo's solar + battery system over a simulated day, and its counters across restarts (issue 7 points 5 and 7).
 @Suite struct DemoVendorTests {

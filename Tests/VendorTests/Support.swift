@@ -7,37 +7,9 @@ import Logging
 import Resilience
 import Synchronization
 import Testing
-import Vendors
-
-/// Everything a vendor reported, in order.
-final class EventLog: Sendable {
-    private let events = Mutex<[VendorEvent]>([])
-
-    var sink: VendorEventSink { VendorEventSink { [self] event in events.withLock { $0.append(event) } } }
-
-    var all: [VendorEvent] { events.withLock { $0 } }
-
-    var inventories: [[Device]] {
-        all.compactMap { if case .inventory(_, let devices) = $0 { devices } else { nil } }
-    }
-
-    var health: [VendorHealth] {
-        all.compactMap { if case .health(let health) = $0 { health } else { nil } }
-    }
-
-    /// The merged latest values per device.
-    var states: [DeviceID: [String: StateValue]] {
-        var merged: [DeviceID: [String: StateValue]] = [:]
-        for case .state(let id, let values, _) in all { merged[id, default: [:]].merge(values) { _, new in new } }
-        return merged
-    }
-
-    func observedAt(_ id: DeviceID) -> Date? {
-        all.reversed().lazy.compactMap { if case .state(id, _, let at) = $0 { at } else { nil } }.first
-    }
-
-    func clear() { events.withLock { $0.removeAll() } }
-}
+import VendorConsciousness
+import VendorKit
+import VendorTesting
 
 /// A running simulator plus a vendor pointed at it, on an injected clock.
 struct Rig {

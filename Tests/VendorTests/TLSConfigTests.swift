@@ -3,7 +3,9 @@ import Foundation
 import GatewayModel
 import Logging
 import Testing
-import Vendors
+import VendorConsciousness
+import VendorKit
+import VendorTesting
 
 @Suite struct TLSConfigTests {
     static let environment = ["LBS_HOUSE_PASSWORD": "secret"]
@@ -27,7 +29,7 @@ import Vendors
     private func policy(_ tls: String) throws -> TLSPolicy {
         let config = try parse(tls).get()
         var reader = ConfigReader()
-        let options = try #require(VendorCatalog.consciousnessOptions(config.vendors[0], reader: &reader, environment: Self.environment, baseDirectory: "."))
+        let options = try #require(ConsciousnessVendorFactory.parse(config.vendors[0], reader: &reader, environment: Self.environment))
         return options.tls
     }
 
@@ -41,7 +43,7 @@ import Vendors
             environment: Self.environment
         ).get()
         var reader = ConfigReader()
-        #expect(VendorCatalog.consciousnessOptions(config.vendors[0], reader: &reader, environment: Self.environment, baseDirectory: ".")?.tls == .system)
+        #expect(ConsciousnessVendorFactory.parse(config.vendors[0], reader: &reader, environment: Self.environment)?.tls == .system)
     }
 
     @Test func pinningAPlainHTTPURLIsRefusedWithAFix() {

@@ -5,7 +5,9 @@ import GatewayModel
 import GatewayTesting
 import Resilience
 import Testing
-import Vendors
+import VendorConsciousness
+import VendorKit
+import VendorTesting
 
 /// The consciousness simulator behind a real TLS front (socat), and a vendor on an injected clock.
 private struct TLSRig {

@@ -2,7 +2,9 @@ import Foundation
 @testable import Gateway
 import GatewayModel
 import Testing
-import Vendors
+import VendorDemo
+import VendorKit
+import VendorTesting
 
 @Suite struct TemperatureUnitConfigTests {
     private func parse(_ extra: String) -> Result<GatewayConfig, ConfigLoader.Failure> {

@@ -5,7 +5,9 @@ import GatewayModel
 import GatewayTesting
 import Resilience
 import Testing
-import Vendors
+import VendorConsciousness
+import VendorKit
+import VendorTesting
 
 @Suite struct VendorHTTPResilienceTests {
     @Test func serverErrorBurstOpensTheBreakerAndTheHalfOpenProbeRecovers() async throws {

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import VendorKit
 import Yams
 
 /// Turns a YAML file plus environment overrides into a validated `GatewayConfig`,
@@ -82,7 +83,7 @@ public enum ConfigLoader {
         if let password = environment[Environment.password] {
             mqtt.password = Secret(password)
         } else if let file = environment[Environment.passwordFile] ?? reader.string(mqttNode?["password_file"], at: "mqtt.password_file") {
-            mqtt.password = readSecret(file, at: "mqtt.password_file", baseDirectory: baseDirectory, reader: &reader)
+            mqtt.password = reader.readSecretFile(file, at: "mqtt.password_file", baseDirectory: baseDirectory).map { Secret($0.reveal()) }
         }
         if let keepAlive = reader.number(mqttNode?["keepalive"], at: "mqtt.keepalive", range: 5...65535) { mqtt.keepAlive = Int(keepAlive) }
         for (key, setter) in [("ca_file", \MQTTSettings.caFile), ("cert_file", \.certFile), ("key_file", \.keyFile)] as [(String, WritableKeyPath<MQTTSettings, String?>)] {
@@ -197,7 +198,7 @@ public enum ConfigLoader {
                 var settings = VendorSettings(type: type, id: id, pollInterval: poll, options: item, path: path)
                 if let maxDevices { settings.maxDevices = Int(maxDevices) }
                 settings.baseDirectory = baseDirectory
-                VendorCatalog.validate(settings, reader: &reader, environment: environment, baseDirectory: baseDirectory)
+                VendorCatalog.validate(settings, reader: &reader, environment: environment)
                 vendors.append(settings)
             }
         case let other?:
@@ -241,26 +242,12 @@ public enum ConfigLoader {
         }
     }
 
-    /// Reads a secret file (trailing newline trimmed). Relative paths are relative to the config file.
-    static func readSecret(_ file: String, at path: String, baseDirectory: String, reader: inout ConfigReader) -> Secret? {
-        let resolved = resolve(file, baseDirectory: baseDirectory)
-        guard let data = FileManager.default.contents(atPath: resolved), let text = String(data: data, encoding: .utf8) else {
-            reader.problem(path, "cannot read '\(file)'", fix: "check the path and that the gateway's user may read it")
-            return nil
-        }
-        return Secret(text.trimmingCharacters(in: .newlines))
-    }
-
     static func resolve(_ path: String, baseDirectory: String) -> String {
-        if path.hasPrefix("/") || baseDirectory.isEmpty { return path }
-        return baseDirectory + "/" + path
+        ConfigReader.resolve(path, baseDirectory: baseDirectory)
     }
 
     /// The URL without any user-info part, fit for logs and `bridge/info`.
-    public static func redactURL(_ url: String) -> String {
-        guard let schemeEnd = url.range(of: "://"), let at = url.range(of: "@", range: schemeEnd.upperBound..<url.endIndex) else { return url }
-        return String(url[..<schemeEnd.upperBound]) + String(url[at.upperBound...])
-    }
+    public static func redactURL(_ url: String) -> String { ConfigReader.redactURL(url) }
 
     private static func yamlErrorSummary(_ error: any Error) -> String {
         let text = "\(error)"

@@ -1,6 +1,7 @@
 import Cache
 import Foundation
 import GatewayModel
+import VendorKit
 
 /// The whole configuration, after validation and environment overrides.
 public struct GatewayConfig: Sendable {
@@ -128,28 +129,6 @@ public struct CommandSettings: Sendable {
 
     public func ttl(for type: DeviceType) -> Double {
         type.isSecurityCritical ? securityTTL : defaultTTL
-    }
-}
-
-/// One `vendors:` entry. Common keys are parsed here; the rest is the vendor's own (`options`).
-public struct VendorSettings: Sendable {
-    public var type: String
-    public var id: String
-    public var pollInterval: Double?
-    /// Devices accepted from this vendor; a larger inventory is cut to this many (sorted by id) with an error.
-    public var maxDevices: Int = 5000
-    public var options: ConfigNode
-    /// Key path of this entry in the file (`vendors[1]`), for the vendor's own error messages.
-    public var path: String
-    /// The config file's directory: relative paths in the entry (`password_file`) are relative to it.
-    public var baseDirectory: String = ""
-
-    public init(type: String, id: String, pollInterval: Double? = nil, options: ConfigNode = .mapping([]), path: String = "vendors[0]") {
-        self.type = type
-        self.id = id
-        self.pollInterval = pollInterval
-        self.options = options
-        self.path = path
     }
 }
 

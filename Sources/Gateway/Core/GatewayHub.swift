@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import VendorKit
 import Logging
 
 /// Read-only wiring every part of the gateway shares.
@@ -135,6 +136,12 @@ final class GatewayHub {
             setAvailability(id, online)
         case .health(let health):
             applyHealth(health)
+        case .deviceAdded(let device):
+            applyPartial(added: device)
+        case .deviceRemoved(let id):
+            applyPartial(removed: id)
+        case .deviceEvent(let id, let type, let data, let time):
+            deviceEvent(id, type: type, data: data, at: time)
         }
     }
 

@@ -1,5 +1,5 @@
 import Cache
-import Vendors
+import VendorKit
 
 /// Trust-on-first-use pins in the SQLite cache (`tls_pin`, by `host:port`), so they survive restarts.
 /// SQLite work runs on a Dispatch thread (`GatewayStore.run`), not on the cooperative pool.

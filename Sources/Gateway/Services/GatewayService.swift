@@ -4,7 +4,7 @@ import Logging
 import MQTT
 import ServiceLifecycle
 import Synchronization
-import Vendors
+import VendorKit
 
 /// The core of a running gateway as a swift-service-lifecycle `Service`: the MQTT connection, the
 /// controller (hub and extensions) and the vendor event inbox. Vendors run in their own service,
@@ -58,7 +58,8 @@ public struct GatewayService: Service {
         // Built before anything runs, so a bad vendor entry stops the start with its error.
         let inbox = EventInbox<VendorEvent>(capacity: 100_000, coalescing: .deviceStates)
         let sink = VendorEventSink { inbox.send($0) }
-        let vendors = try config.vendors.map { try VendorCatalog.make($0, sink: sink, context: context) }
+        let environment = ProcessInfo.processInfo.environment
+        let vendors = try config.vendors.map { try VendorCatalog.make($0, sink: sink, context: context, environment: environment) }
         let runtime = SharedRuntime(inbox: inbox, vendors: vendors)
         var services: [any Service] = []
         if let persistence, let storage = config.storage {

@@ -1,7 +1,7 @@
 import Cache
 import Foundation
 import GatewayModel
-import Vendors
+import VendorKit
 
 /// What `lbs-gateway tls-pin` does: show a network vendor's stored (or configured) pin next to the key its
 /// server presents now, and forget a stored first-use pin so the gateway pins the next key it sees.

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import GatewayModel
+import VendorKit
 
 /// Turns backend devices and the house's status into gateway devices and normalized state.
 ///

@@ -1,7 +1,8 @@
 import GatewayModel
 import Resilience
+import VendorKit
 
-/// Options of a `type: consciousness` vendor entry (validated by the gateway's config loader).
+/// Options of a `type: consciousness` vendor entry (read by `ConsciousnessVendorFactory`).
 public struct ConsciousnessOptions: Sendable {
     /// The server root, e.g. `http://localhost:8000` (a trailing `/api/v1` is accepted and ignored).
     public var url: String
@@ -57,22 +58,5 @@ public struct ConsciousnessOptions: Sendable {
         while root.hasSuffix("/") { root.removeLast() }
         if root.hasSuffix("/api/v1") { root.removeLast("/api/v1".count) }
         return root + "/api/v1"
-    }
-
-    /// True for an absolute `http://` or `https://` URL with a host.
-    public static func isValidURL(_ url: String) -> Bool {
-        let lower = url.lowercased()
-        for scheme in ["http://", "https://"] where lower.hasPrefix(scheme) {
-            let rest = lower.dropFirst(scheme.count)
-            let host = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            return !host.isEmpty && !host.contains("@") && !rest.contains(" ")
-        }
-        return false
-    }
-
-    /// The environment variable read when neither `password_file` nor `password_env` is given: `LBS_<ID>_PASSWORD`.
-    public static func defaultPasswordVariable(vendorID: String) -> String {
-        let id = vendorID.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" }
-        return "LBS_\(String(id))_PASSWORD"
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 #endif
 import CurlHTTP
 import GatewayModel
+import VendorKit
 import Resilience
 import Synchronization
 
@@ -119,8 +120,8 @@ final class ConsciousnessSession: VendorAuthorizer {
                 state.token = answer.accessToken
                 http.redactor.set("token", answer.accessToken)
                 state.tag += 1
-                state.renewAt = now + .fromSeconds(lifetime * Self.renewFraction)
-                state.expiresAt = now + .fromSeconds(lifetime)
+                state.renewAt = now + .clampedSeconds(lifetime * Self.renewFraction)
+                state.expiresAt = now + .clampedSeconds(lifetime)
                 return .success(())
             case .failure(let error):
                 return .failure(error)

@@ -5,6 +5,7 @@ import Foundation
 #endif
 import CurlHTTP
 import GatewayModel
+import VendorKit
 import Logging
 import Resilience
 import Synchronization

@@ -1,4 +1,5 @@
 import GatewayModel
+import VendorKit
 
 /// The backend's JSON shapes (see `consciousness-backend.md`). Only this folder knows them.
 /// Decoding is lenient where the seeds and the running server differ, strict where the gateway needs a value.

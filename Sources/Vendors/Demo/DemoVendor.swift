@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import GatewayModel
+import VendorKit
 import Synchronization
 
 /// Options of a `type: demo` vendor entry.

@@ -7,6 +7,7 @@ import Foundation
 import Glibc
 #endif
 import GatewayModel
+import VendorKit
 import Resilience
 
 /// The simulated house behind `DemoVendor`. Plain value state, guarded by the vendor's mutex.

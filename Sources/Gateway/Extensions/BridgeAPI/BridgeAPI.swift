@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import VendorKit
 import Logging
 
 /// The bridge's own topics and zigbee2mqtt-style request/response: `bridge/info`, `bridge/devices`,

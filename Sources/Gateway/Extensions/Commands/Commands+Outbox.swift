@@ -69,7 +69,7 @@ extension Commands {
                 recordLater(job, .transition(id: id, to: .pending, error: failure.jsonText))
                 let remaining = command.expiresAt.timeIntervalSince(now())
                 var wait = max(backoff, failure.retryAfter ?? .zero)
-                if remaining < wait.seconds { wait = .milliseconds(Int64(max(0, remaining) * 1000) + 10) }
+                if remaining < wait.inSeconds { wait = .milliseconds(Int64(max(0, remaining) * 1000) + 10) }
                 logger.info("command \(id) waits for \(command.vendorID) (\(failure.code.rawValue)); next try in \(GatewayError.readable(wait))")
                 await waitForVendor(command.vendorID, atMost: wait)
                 // Shutting down: the row stays queued and runs after the restart.
@@ -199,12 +199,5 @@ extension Commands {
         } catch {
             logger.error("cannot read the outbox: \(error)")
         }
-    }
-}
-
-extension Duration {
-    var seconds: Double {
-        let parts = components
-        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
     }
 }

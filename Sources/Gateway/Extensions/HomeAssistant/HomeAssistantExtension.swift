@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import VendorKit
 import Logging
 
 /// Home Assistant MQTT discovery: the gateway device, one device (or entity set) per device, the home

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import VendorKit
 import Logging
 
 /// Devices published by an earlier run that nobody owns any more are cleared from the broker, even without

@@ -201,7 +201,7 @@ public final class VendorHTTP: Sendable {
             let credentials = CredentialsTag()
             let reauthenticate = authorizer.map { Self.renewal(of: $0, credentials: credentials) }
             // The wall-clock deadline as an instant of the retry clock.
-            let limit = deadline.map { time.now() + .fromSeconds(max(0, $0.timeIntervalSince(now()))) }
+            let limit = deadline.map { time.now() + .clampedSeconds(max(0, $0.timeIntervalSince(now()))) }
             let value = try await resilientCall(
                 breaker: breaker, retry: retry, quota: quota, use: use, time: time, deadline: limit, reauthenticate: reauthenticate
             ) { () async throws(GatewayError) -> T in
@@ -240,9 +240,9 @@ public final class VendorHTTP: Sendable {
         tracking.withLock { tracking in
             tracking.holdOffs += 1
             let factor = Double(sign: .plus, exponent: min(tracking.holdOffs - 1, 30), significand: 1)
-            let wait = min(holdOffCap, .fromSeconds(holdOffBase.seconds * factor))
+            let wait = min(holdOffCap, .clampedSeconds(holdOffBase.inSeconds * factor))
             tracking.heldUntil = now + wait
-            tracking.heldUntilDate = wallNow.addingTimeInterval(wait.seconds.rounded())
+            tracking.heldUntilDate = wallNow.addingTimeInterval(wait.inSeconds.rounded())
             tracking.heldError = error
             tracking.lastError = error
             tracking.lastAttemptFailed = true
@@ -395,7 +395,7 @@ public final class VendorHTTP: Sendable {
         var candidates: [Date] = []
         if let held = tracking.heldUntilDate, held > now { candidates.append(held) }
         if let remaining = snapshot.nextAttemptIn, remaining > .zero {
-            candidates.append(now.addingTimeInterval(remaining.seconds.rounded()))
+            candidates.append(now.addingTimeInterval(remaining.inSeconds.rounded()))
         }
         return candidates.max()
     }
@@ -413,7 +413,7 @@ public final class VendorHTTP: Sendable {
         for window in quota?.snapshot ?? [] {
             usage[window.window.rawValue] = [
                 "used": Double(window.used), "limit": Double(window.limit), "poll_limit": Double(window.pollLimit),
-                "resets_at": (now.timeIntervalSince1970 + window.resetsIn.seconds).rounded(),
+                "resets_at": (now.timeIntervalSince1970 + window.resetsIn.inSeconds).rounded(),
             ]
         }
         return VendorHealth(
@@ -431,19 +431,5 @@ private final class CredentialsTag: Sendable {
     var value: UInt64 {
         get { tag.withLock { $0 } }
         set { tag.withLock { $0 = newValue } }
-    }
-}
-
-extension Duration {
-    /// Seconds as a floating-point number.
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-
-    /// A duration from floating-point seconds (non-finite or negative values give zero).
-    static func fromSeconds(_ seconds: Double) -> Duration {
-        guard seconds.isFinite, seconds > 0 else { return .zero }
-        return .milliseconds(Int64((min(seconds, 3_153_600_000) * 1000).rounded()))
     }
 }

@@ -1,7 +1,7 @@
 import GatewayModel
-import Yams
 
-/// A parsed YAML value with its position, so every problem can name its key path.
+/// A parsed YAML value with its position, so every problem can name its key path. Vendors read their
+/// options from it; the gateway builds it from the file (`ConfigNode+YAML`).
 public indirect enum ConfigNode: Sendable, Equatable {
     case scalar(String, line: Int)
     case mapping([(key: String, value: ConfigNode)])
@@ -16,23 +16,6 @@ public indirect enum ConfigNode: Sendable, Equatable {
         case (.mapping(let a), .mapping(let b)):
             a.count == b.count && zip(a, b).allSatisfy { $0.key == $1.key && $0.value == $1.value }
         default: false
-        }
-    }
-
-    init(_ node: Node) {
-        switch node {
-        case .scalar(let scalar):
-            if scalar.style == .plain, ["", "~", "null", "Null", "NULL"].contains(scalar.string) {
-                self = .null
-            } else {
-                self = .scalar(scalar.string, line: scalar.mark.map { $0.line } ?? 0)
-            }
-        case .mapping(let mapping):
-            self = .mapping(mapping.map { (key: $0.key.string ?? "\($0.key)", value: ConfigNode($0.value)) })
-        case .sequence(let sequence):
-            self = .sequence(sequence.map(ConfigNode.init))
-        case .alias:
-            self = .null
         }
     }
 

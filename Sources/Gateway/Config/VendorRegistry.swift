@@ -1,0 +1,13 @@
+import VendorConsciousness
+import VendorDemo
+import VendorKit
+
+/// Every vendor type the gateway can run. A vendor is its folder (a target named `Vendor<Name>`, listed in
+/// `Package.swift`'s `vendors`) and one line here; nothing else in the gateway knows it.
+/// See docs/adding-a-vendor.md.
+public enum VendorRegistry {
+    public static let factories: [any VendorFactory.Type] = [
+        DemoVendorFactory.self,
+        ConsciousnessVendorFactory.self,
+    ]
+}
