@@ -27,8 +27,9 @@ public struct VendorHealth: Sendable, Hashable {
 
     public var vendorID: String
     public var state: State
-    /// `closed`, `open` or `half_open`.
-    public var breaker: String
+    /// `closed`, `open` or `half_open`; nil for a vendor without a breaker (a push stream that reconnects
+    /// on its own, `ReconnectingStream`).
+    public var breaker: String?
     public var lastSuccess: Date?
     public var lastError: GatewayError?
     /// When the gateway will next try the vendor (breaker open), if known.
@@ -37,7 +38,7 @@ public struct VendorHealth: Sendable, Hashable {
     public var quota: [String: [String: Double]]
 
     public init(
-        vendorID: String, state: State, breaker: String = "closed", lastSuccess: Date? = nil,
+        vendorID: String, state: State, breaker: String? = "closed", lastSuccess: Date? = nil,
         lastError: GatewayError? = nil, nextAttempt: Date? = nil, quota: [String: [String: Double]] = [:]
     ) {
         self.vendorID = vendorID

@@ -29,7 +29,7 @@ import VendorKit
         #expect(discovery["event_types"] as? [String] == ["short_press", "long_press"])
         #expect(discovery["device_class"] as? String == "button")
 
-        await controller.hub.deviceEvent(Self.button.id, type: "short_press", data: ["presses": .number(1)], at: Date())
+        await controller.handle(.deviceEvent(Self.button.id, type: "short_press", data: ["presses": .number(1)], at: Date()))
         let event = try #require(transport.json("lbs/device/sv_button/event"))
         #expect(event["event_type"] as? String == "short_press")
         #expect(event["presses"] as? Double == 1)
@@ -40,8 +40,25 @@ import VendorKit
 
         // An unknown device's event is dropped, not published.
         transport.clear()
-        await controller.hub.deviceEvent(DeviceID(vendorInstance: "sv", vendorDeviceID: "ghost"), type: "short_press", data: [:], at: Date())
+        await controller.handle(.deviceEvent(DeviceID(vendorInstance: "sv", vendorDeviceID: "ghost"), type: "short_press", data: [:], at: Date()))
         #expect(transport.messages.isEmpty)
+    }
+
+    @Test func aPushVendorsHealthHasNoBreakerAndStillDrivesAvailability() async throws {
+        let transport = RecordingTransport()
+        let controller = await Self.controller(transport)
+        await controller.connected()
+        await controller.handle(.inventory(vendorID: "sv", devices: [Self.plug]))
+        await controller.handle(.health(VendorHealth(vendorID: "sv", state: .ok, breaker: nil, lastSuccess: Date())))
+        let ok = try #require(transport.json("lbs/bridge/vendors/sv"))
+        #expect(ok["state"] as? String == "ok")
+        #expect(ok["breaker"] is NSNull, "no breaker: null, not a made-up state")
+        await controller.handle(.health(VendorHealth(
+            vendorID: "sv", state: .down, breaker: nil, lastError: GatewayError(.authFailed, message: "bad password"), nextAttempt: Date() + 900
+        )))
+        #expect(transport.last("lbs/device/sv_plug/availability")?.payload.contains("offline") == true)
+        let changed = try #require(transport.messages.last { $0.topic == "lbs/bridge/event" && $0.payload.contains("vendor_state_changed") })
+        #expect(changed.payload.contains(#""breaker":null"#) && changed.payload.contains("auth_failed"))
     }
 
     @Test func aNodeAddedOrRemovedAloneLeavesTheOthersAlone() async throws {
@@ -50,7 +67,7 @@ import VendorKit
         await controller.connected()
         await controller.handle(.inventory(vendorID: "sv", devices: [Self.button]))
         transport.clear()
-        await controller.hub.applyPartial(added: Self.plug)
+        await controller.handle(.deviceAdded(Self.plug))
         #expect(await controller.deviceIDs == [Self.button.id, Self.plug.id].sorted())
         #expect(transport.messages.contains { $0.topic == "lbs/device/sv_plug/availability" })
         #expect(!transport.messages.contains { $0.topic == "lbs/device/sv_button" && $0.payload.isEmpty }, "the button is not cleared")
@@ -58,7 +75,7 @@ import VendorKit
         #expect(devices.payload.contains("sv_plug") && devices.payload.contains("sv_button"))
 
         transport.clear()
-        await controller.hub.applyPartial(removed: Self.plug.id)
+        await controller.handle(.deviceRemoved(Self.plug.id))
         #expect(await controller.deviceIDs == [Self.button.id])
         #expect(transport.last("lbs/device/sv_plug/availability")?.payload == "", "its retained topics are cleared")
         #expect(transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("device_removed") })
@@ -68,7 +85,7 @@ import VendorKit
         let transport = RecordingTransport()
         let controller = await Self.controller(transport, maxDevices: 1)
         await controller.handle(.inventory(vendorID: "sv", devices: [Self.button]))
-        await controller.hub.applyPartial(added: Self.plug)
+        await controller.handle(.deviceAdded(Self.plug))
         #expect(await controller.deviceIDs == [Self.button.id])
         #expect(transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("inventory_truncated") })
     }

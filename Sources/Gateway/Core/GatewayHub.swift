@@ -340,7 +340,7 @@ final class GatewayHub {
         let shown = shownState(health)
         if previousShown != shown || previous?.breaker != health.breaker {
             var data: [String: JSON] = [
-                "vendor": .string(health.vendorID), "state": .string(shown), "breaker": .string(health.breaker),
+                "vendor": .string(health.vendorID), "state": .string(shown), "breaker": health.breaker.map(JSON.string) ?? .null,
             ]
             if let previousShown { data["previous_state"] = .string(previousShown) }
             if let error = health.lastError { data["error"] = Self.errorJSON(error) }
@@ -366,7 +366,7 @@ final class GatewayHub {
 
     /// One line per change that says what happened and what to do.
     private func logHealthChange(_ health: VendorHealth, shown: String) {
-        var line = "vendor \(health.vendorID) is \(shown) (breaker \(health.breaker))"
+        var line = "vendor \(health.vendorID) is \(shown)" + (health.breaker.map { " (breaker \($0))" } ?? "")
         if health.state != .ok, let error = health.lastError {
             line += ": \(error.code.rawValue): \(error.message)"
             if let next = health.nextAttempt {
@@ -383,7 +383,7 @@ final class GatewayHub {
 
     func vendorHealthJSON(_ health: VendorHealth) -> JSON {
         var object: [String: JSON] = [
-            "state": .string(shownState(health)), "breaker": .string(health.breaker),
+            "state": .string(shownState(health)), "breaker": health.breaker.map(JSON.string) ?? .null,
             "last_success": health.lastSuccess.map { .string(ISOTime.format($0)) } ?? .null,
             "last_error": health.lastError.map(Self.errorJSON) ?? .null,
             "next_attempt": health.nextAttempt.map { .string(ISOTime.format($0)) } ?? .null,

@@ -67,7 +67,7 @@ public final class VendorHTTP: Sendable {
 
     private struct Published: Equatable {
         var state: VendorHealth.State
-        var breaker: String
+        var breaker: String?
         var lastError: GatewayError?
         /// Whole seconds, so the jitter of computing it from "now + remaining" does not count as a move.
         var nextAttempt: Int64?
