@@ -165,3 +165,10 @@ public struct NetworkOptions: Sendable {
         return policy
     }
 }
+
+extension VendorHTTP.Settings {
+    /// The HTTP layer's settings for an entry's shared options: its breaker, quota and TLS policy.
+    public init(_ network: NetworkOptions, retry: RetryPolicy = RetryPolicy()) {
+        self.init(breaker: network.breaker, retry: retry, quota: network.quota.map { QuotaScheduler.Settings(budgets: $0) }, tls: network.tls)
+    }
+}
