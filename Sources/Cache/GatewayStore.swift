@@ -156,15 +156,17 @@ public final class GatewayStore: Sendable {
     /// Inserts or replaces device descriptions in one transaction.
     public func upsertDevices(_ devices: [StoredDevice]) throws(CacheError) {
         guard !devices.isEmpty else { return }
-        try write("upsert devices") { db in
-            let statement = try db.cachedStatement(sql: """
-                INSERT INTO device (id, vendor_id, json, updated_at) VALUES (?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET
-                    vendor_id = excluded.vendor_id, json = excluded.json, updated_at = excluded.updated_at
-                """)
-            for device in devices {
-                try statement.execute(arguments: [device.id, device.vendorID, device.json, device.updatedAt])
-            }
+        try write("upsert devices") { db in try Self.upsert(devices, in: db) }
+    }
+
+    static func upsert(_ devices: [StoredDevice], in db: Database) throws {
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO device (id, vendor_id, json, updated_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (id) DO UPDATE SET
+                vendor_id = excluded.vendor_id, json = excluded.json, updated_at = excluded.updated_at
+            """)
+        for device in devices {
+            try statement.execute(arguments: [device.id, device.vendorID, device.json, device.updatedAt])
         }
     }
 
@@ -172,17 +174,19 @@ public final class GatewayStore: Sendable {
     @discardableResult
     public func removeDevices(ids: [String]) throws(CacheError) -> Int {
         guard !ids.isEmpty else { return 0 }
-        return try write("remove devices") { db in
-            let deleteDevice = try db.cachedStatement(sql: "DELETE FROM device WHERE id = ?")
-            let deleteState = try db.cachedStatement(sql: "DELETE FROM device_state WHERE device_id = ?")
-            var removed = 0
-            for id in ids {
-                try deleteDevice.execute(arguments: [id])
-                removed += db.changesCount
-                try deleteState.execute(arguments: [id])
-            }
-            return removed
+        return try write("remove devices") { db in try Self.remove(ids, in: db) }
+    }
+
+    static func remove(_ ids: [String], in db: Database) throws -> Int {
+        let deleteDevice = try db.cachedStatement(sql: "DELETE FROM device WHERE id = ?")
+        let deleteState = try db.cachedStatement(sql: "DELETE FROM device_state WHERE device_id = ?")
+        var removed = 0
+        for id in ids {
+            try deleteDevice.execute(arguments: [id])
+            removed += db.changesCount
+            try deleteState.execute(arguments: [id])
         }
+        return removed
     }
 
     /// Every stored device description, optionally only one vendor's, ordered by id.
@@ -211,15 +215,17 @@ public final class GatewayStore: Sendable {
     /// Inserts or replaces the latest state of several devices in one transaction.
     public func saveStates(_ states: [StoredState]) throws(CacheError) {
         guard !states.isEmpty else { return }
-        try write("save states") { db in
-            let statement = try db.cachedStatement(sql: """
-                INSERT INTO device_state (device_id, json, source_time, updated_at) VALUES (?, ?, ?, ?)
-                ON CONFLICT (device_id) DO UPDATE SET
-                    json = excluded.json, source_time = excluded.source_time, updated_at = excluded.updated_at
-                """)
-            for state in states {
-                try statement.execute(arguments: [state.deviceID, state.json, state.sourceTime, state.updatedAt])
-            }
+        try write("save states") { db in try Self.save(states, in: db) }
+    }
+
+    static func save(_ states: [StoredState], in db: Database) throws {
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO device_state (device_id, json, source_time, updated_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (device_id) DO UPDATE SET
+                json = excluded.json, source_time = excluded.source_time, updated_at = excluded.updated_at
+            """)
+        for state in states {
+            try statement.execute(arguments: [state.deviceID, state.json, state.sourceTime, state.updatedAt])
         }
     }
 
@@ -243,14 +249,16 @@ public final class GatewayStore: Sendable {
     /// Stores the serialized health of one vendor (breaker state, last error).
     public func saveVendorHealth(vendorID: String, json: String) throws(CacheError) {
         let now = options.clock()
-        try write("save vendor health") { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO vendor_health (vendor_id, json, updated_at) VALUES (?, ?, ?)
-                    ON CONFLICT (vendor_id) DO UPDATE SET json = excluded.json, updated_at = excluded.updated_at
-                    """,
-                arguments: [vendorID, json, now])
-        }
+        try write("save vendor health") { db in try Self.saveHealth(vendorID: vendorID, json: json, at: now, in: db) }
+    }
+
+    static func saveHealth(vendorID: String, json: String, at now: Double, in db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO vendor_health (vendor_id, json, updated_at) VALUES (?, ?, ?)
+                ON CONFLICT (vendor_id) DO UPDATE SET json = excluded.json, updated_at = excluded.updated_at
+                """,
+            arguments: [vendorID, json, now])
     }
 
     /// The serialized health of every vendor, by vendor id.

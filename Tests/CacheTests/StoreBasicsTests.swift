@@ -32,6 +32,27 @@ struct StoreBasicsTests {
         }
     }
 
+    @Test func telemetryIsOneTransactionAndTheOutboxStaysFullySynchronous() async throws {
+        try await withStore { store, _ in
+            try store.upsertDevices([StoredDevice(id: "old", vendorID: "v", json: "{}", updatedAt: 1)])
+            var batch = TelemetryBatch()
+            batch.removals = ["old"]
+            batch.upserts = [StoredDevice(id: "a", vendorID: "v", json: #"{"name":"A"}"#, updatedAt: 2)]
+            batch.states = [StoredState(deviceID: "a", json: #"{"power":5}"#, sourceTime: 2, updatedAt: 2)]
+            batch.readings = [Reading(deviceID: "a", key: "power", time: 2, value: 5), Reading(deviceID: "a", key: "power", time: 3, value: .nan)]
+            batch.health = [(vendorID: "v", json: #"{"state":"ok"}"#)]
+            let before = store.committedTransactions
+            try store.writeTelemetry(batch)
+            #expect(store.committedTransactions == before + 1, "one commit for the whole batch")
+            #expect(try store.devices().map(\.id) == ["a"])
+            #expect(try store.states().map(\.json) == [#"{"power":5}"#])
+            #expect(try store.history(deviceID: "a", key: "power", from: 0, to: 10, resolution: .raw).map(\.last) == [5])
+            #expect(try store.vendorHealth() == ["v": #"{"state":"ok"}"#])
+            // The relaxed durability was for that transaction only: the next outbox commit waits for the disk.
+            #expect(try store.synchronousMode() == 2)
+        }
+    }
+
     @Test func deviceRegistryRoundTripAndRemoval() async throws {
         try await withStore { store, _ in
             try store.upsertDevices([

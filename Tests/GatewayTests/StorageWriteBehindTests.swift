@@ -15,7 +15,7 @@ import Testing
         let persistence = Persistence(store: store, logger: Logger(label: "test"), maxPendingReadings: 1_000)
         // The writer is not running yet: everything waits, as when the disk is slow.
         for tick in 0..<500 {
-            var batch = WriteBatch()
+            var batch = TelemetryBatch()
             for device in 0..<10 {
                 batch.states.append(StoredState(deviceID: "demo_d\(device)", json: #"{"power":\#(tick)}"#, sourceTime: Double(tick), updatedAt: Double(tick)))
                 batch.readings.append(Reading(deviceID: "demo_d\(device)", key: "power", time: Double(tick), value: Double(tick),
@@ -40,11 +40,11 @@ import Testing
         let store = try GatewayStore(path: directory.file("gateway.sqlite"))
         let persistence = Persistence(store: store, logger: Logger(label: "test"))
         let device = Device(vendorID: "demo", vendorDeviceID: "gone", name: "Gone", type: .plug, keys: ["power"])
-        var first = WriteBatch()
+        var first = TelemetryBatch()
         first.upserts = [try #require(Persistence.storedDevice(device, now: Date()))]
         first.states = [StoredState(deviceID: "demo_gone", json: "{}", sourceTime: nil, updatedAt: 0)]
         persistence.submit(first)
-        var second = WriteBatch()
+        var second = TelemetryBatch()
         second.removals = ["demo_gone"]
         persistence.submit(second)
         let writer = Task { await persistence.run() }

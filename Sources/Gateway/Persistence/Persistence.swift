@@ -5,15 +5,6 @@ import Logging
 import Synchronization
 
 /// One write-behind batch: everything the controller changed since the last flush.
-struct WriteBatch: Sendable {
-    var states: [StoredState] = []
-    var readings: [Reading] = []
-    var upserts: [StoredDevice] = []
-    var removals: [String] = []
-    var health: [(String, String)] = []
-
-    var isEmpty: Bool { states.isEmpty && readings.isEmpty && upserts.isEmpty && removals.isEmpty && health.isEmpty }
-}
 
 /// What the cache held at start-up.
 struct CachedSnapshot: Sendable {
@@ -107,7 +98,7 @@ public final class Persistence: Sendable {
         pending.withLock { $0.states.count + $0.devices.count + $0.readings.count + $0.health.count }
     }
 
-    func submit(_ batch: WriteBatch) {
+    func submit(_ batch: TelemetryBatch) {
         guard !batch.isEmpty else { return }
         let waiter: CheckedContinuation<Void, Never>? = pending.withLock { pending in
             guard !pending.finished else { return nil }
@@ -131,7 +122,7 @@ public final class Persistence: Sendable {
         waiter?.resume()
     }
 
-    /// Writes what waits, one transaction per table group each time, until `finish()`; then writes the
+    /// Writes what waits, one transaction each time (`GatewayStore.writeTelemetry`), until `finish()`; then writes the
     /// last waiting batch and returns.
     public func run() async {
         while let batch = await next() {
@@ -141,9 +132,9 @@ public final class Persistence: Sendable {
     }
 
     /// The waiting batch, taken whole; nil once finished and nothing waits.
-    private func next() async -> WriteBatch? {
+    private func next() async -> TelemetryBatch? {
         while true {
-            let taken: WriteBatch?? = pending.withLock { pending in
+            let taken: TelemetryBatch?? = pending.withLock { pending in
                 if !pending.isEmpty { return .some(Self.take(&pending)) }
                 return pending.finished ? .some(nil) : nil
             }
@@ -159,14 +150,14 @@ public final class Persistence: Sendable {
         }
     }
 
-    private static func take(_ pending: inout Pending) -> WriteBatch {
-        var batch = WriteBatch()
+    private static func take(_ pending: inout Pending) -> TelemetryBatch {
+        var batch = TelemetryBatch()
         for (id, device) in pending.devices {
             if let device { batch.upserts.append(device) } else { batch.removals.append(id) }
         }
         batch.states = Array(pending.states.values)
         batch.readings = pending.readings
-        batch.health = pending.health.map { ($0.key, $0.value) }
+        batch.health = pending.health.map { (vendorID: $0.key, json: $0.value) }
         pending.devices.removeAll()
         pending.states.removeAll()
         pending.readings = []
@@ -184,13 +175,9 @@ public final class Persistence: Sendable {
         waiter?.resume()
     }
 
-    private func write(_ batch: WriteBatch) {
+    private func write(_ batch: TelemetryBatch) {
         do {
-            if !batch.removals.isEmpty { _ = try store.removeDevices(ids: batch.removals) }
-            if !batch.upserts.isEmpty { try store.upsertDevices(batch.upserts) }
-            if !batch.states.isEmpty { try store.saveStates(batch.states) }
-            if !batch.readings.isEmpty { _ = try store.appendReadings(batch.readings) }
-            for (vendor, json) in batch.health { try store.saveVendorHealth(vendorID: vendor, json: json) }
+            try store.writeTelemetry(batch)
             health.recordSuccess()
         } catch {
             // Logged by the cache writer when the storage state flips (see `noteStorageChange`), not per failed batch.

@@ -11,7 +11,7 @@ import Logging
 final class CacheWriter: GatewayExtension {
     let hub: GatewayHub
     let persistence: Persistence
-    private var pendingWrites = WriteBatch()
+    private var pendingWrites = TelemetryBatch()
     private var dirtyStates: Set<DeviceID> = []
     private var pending = false
     private var lastReportedOK = true
@@ -86,7 +86,7 @@ final class CacheWriter: GatewayExtension {
     func flush() {
         pending = false
         var batch = pendingWrites
-        pendingWrites = WriteBatch()
+        pendingWrites = TelemetryBatch()
         let stamp = hub.now().timeIntervalSince1970
         for id in dirtyStates {
             guard let state = hub.states[id] else { continue }
