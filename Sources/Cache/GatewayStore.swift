@@ -160,14 +160,17 @@ public final class GatewayStore: Sendable {
     }
 
     static func upsert(_ devices: [StoredDevice], in db: Database) throws {
-        let statement = try db.cachedStatement(sql: """
+        try executeEach(devices, in: db, sql: """
             INSERT INTO device (id, vendor_id, json, updated_at) VALUES (?, ?, ?, ?)
             ON CONFLICT (id) DO UPDATE SET
                 vendor_id = excluded.vendor_id, json = excluded.json, updated_at = excluded.updated_at
-            """)
-        for device in devices {
-            try statement.execute(arguments: [device.id, device.vendorID, device.json, device.updatedAt])
-        }
+            """) { [$0.id, $0.vendorID, $0.json, $0.updatedAt] }
+    }
+
+    /// Runs one cached statement for each row.
+    static func executeEach<Row>(_ rows: [Row], in db: Database, sql: String, arguments: (Row) -> StatementArguments) throws {
+        let statement = try db.cachedStatement(sql: sql)
+        for row in rows { try statement.execute(arguments: arguments(row)) }
     }
 
     /// Deletes devices and their latest states (history stays until retention removes it); returns how many existed.
@@ -219,14 +222,11 @@ public final class GatewayStore: Sendable {
     }
 
     static func save(_ states: [StoredState], in db: Database) throws {
-        let statement = try db.cachedStatement(sql: """
+        try executeEach(states, in: db, sql: """
             INSERT INTO device_state (device_id, json, source_time, updated_at) VALUES (?, ?, ?, ?)
             ON CONFLICT (device_id) DO UPDATE SET
                 json = excluded.json, source_time = excluded.source_time, updated_at = excluded.updated_at
-            """)
-        for state in states {
-            try statement.execute(arguments: [state.deviceID, state.json, state.sourceTime, state.updatedAt])
-        }
+            """) { [$0.deviceID, $0.json, $0.sourceTime, $0.updatedAt] }
     }
 
     /// Every stored latest state, ordered by device id.
