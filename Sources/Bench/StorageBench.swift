@@ -1,3 +1,4 @@
+import Cache
 import ConsciousnessSimulator
 import CurlHTTP
 import Foundation
@@ -16,6 +17,10 @@ enum StorageBench {
         /// The demo vendor (no HTTP): the storage path alone.
         var demoWithoutStorage: [Double]
         var demoWithStorage: [Double]
+        /// One outbox insert committed in the same cache, called synchronously: the disk's floor.
+        var commitDirect: [Double]
+        /// The same through `GatewayStore.run` from a task (the Dispatch hop the gateway makes).
+        var commitFromTask: [Double]
     }
 
     static let password = "bench-password"
@@ -30,7 +35,37 @@ enum StorageBench {
         let with = try await roundTrips(broker: broker, vendor: .consciousness(base), storage: true, iterations: iterations)
         let demoWithout = try await roundTrips(broker: broker, vendor: .demo, storage: false, iterations: iterations)
         let demoWith = try await roundTrips(broker: broker, vendor: .demo, storage: true, iterations: iterations)
-        return Result(plainHTTP: plain, withoutStorage: without, withStorage: with, demoWithoutStorage: demoWithout, demoWithStorage: demoWith)
+        let (direct, fromTask) = try await commits(iterations: iterations)
+        return Result(
+            plainHTTP: plain, withoutStorage: without, withStorage: with, demoWithoutStorage: demoWithout, demoWithStorage: demoWith,
+            commitDirect: direct, commitFromTask: fromTask
+        )
+    }
+
+    /// One command stored as the outbox writer stores it (a row inserted as `sending`, one transaction), timed
+    /// alone: directly, and through `GatewayStore.run` from a task.
+    static func commits(iterations: Int) async throws -> (direct: [Double], fromTask: [Double]) {
+        let directory = try TemporaryDirectory(prefix: "lbs-bench-commit")
+        defer { directory.remove() }
+        let store = try GatewayStore(path: directory.file("gateway.sqlite"))
+        func entry(_ index: Int) -> OutboxEntry {
+            OutboxEntry(id: "c\(index)", vendorID: "demo", deviceID: "demo_plug", json: #"{"state":"ON"}"#, createdAt: 1, expiresAt: nil)
+        }
+        var direct: [Double] = []
+        var fromTask: [Double] = []
+        for index in 0..<(iterations + 20) {
+            let start = ContinuousClock.now
+            _ = try store.apply([.insert(entry(index), sending: true)])
+            if index >= 20 { direct.append((ContinuousClock.now - start).inSeconds * 1000) }
+        }
+        for index in 0..<(iterations + 20) {
+            let item = entry(100_000 + index)
+            let start = ContinuousClock.now
+            _ = try await store.run { try $0.apply([.insert(item, sending: true)]) }
+            if index >= 20 { fromTask.append((ContinuousClock.now - start).inSeconds * 1000) }
+        }
+        try store.close()
+        return (direct.sorted(), fromTask.sorted())
     }
 
     /// The control request alone, as the adapter sends it (JSON body, bearer token, one reused connection pool).

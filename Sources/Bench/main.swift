@@ -114,6 +114,8 @@ if mode == "storage" {
     line("demo_set_to_state_with_storage", summary(result.demoWithStorage))
     line("storage_adds_at_p50_demo", String(format: "%.3f ms (no HTTP: the storage path alone)",
                                             GatewayBench.percentile(result.demoWithStorage, 0.5) - GatewayBench.percentile(result.demoWithoutStorage, 0.5)))
+    line("outbox_commit_direct", summary(result.commitDirect) + " (one row stored as sending, synchronous = FULL: the disk's floor)")
+    line("outbox_commit_from_task", summary(result.commitFromTask) + " (the same through GatewayStore.run, as the gateway calls it)")
     await broker.stop()
 }
 

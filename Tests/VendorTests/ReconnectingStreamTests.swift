@@ -58,14 +58,17 @@ import VendorTesting
         let script = Script([.fail(Self.unreachable), .fail(Self.unreachable), .fail(Self.unreachable), .fail(Self.unreachable)])
         let task = start(script, clock: clock, log: log)
         var delays: [Duration] = []
+        var reported: [VendorHealth] = []
         for _ in 0..<4 {
             let delay = try await nextSleep(clock)
             delays.append(delay)
+            // Read before advancing: the next session may already report.
+            if let last = log.health.last { reported.append(last) }
             clock.advance(by: delay)
         }
         #expect(delays == [.seconds(1), .seconds(2), .seconds(4), .seconds(8)], "doubling, capped at maxDelay")
-        #expect(log.health.map(\.state) == [.degraded, .degraded, .down, .down])
-        #expect(log.health.allSatisfy { $0.breaker == nil && $0.lastError?.code == .vendorUnreachable && $0.nextAttempt != nil })
+        #expect(reported.map(\.state) == [.degraded, .degraded, .down, .down])
+        #expect(reported.allSatisfy { $0.breaker == nil && $0.lastError?.code == .vendorUnreachable && $0.nextAttempt != nil })
 
         // The fifth session connects: ok, reported once.
         _ = try await nextSleep(clock)

@@ -62,6 +62,11 @@ public final class Persistence: Sendable {
     public let health = StorageHealth()
     /// Readings waiting beyond this many are dropped (the newest) and counted.
     public let maxPendingReadings: Int
+    /// The least time between two telemetry transactions. What arrives meanwhile merges into one batch,
+    /// so under load the cache costs a few transactions a second, and a command's outbox commit seldom
+    /// finds the writer busy with telemetry (the cache lags by at most this much; shutdown writes the rest).
+    public let batchInterval: Duration
+    private let clock: any Clock<Duration>
     private let pending: Mutex<Pending>
 
     private struct Pending {
@@ -77,10 +82,15 @@ public final class Persistence: Sendable {
         var isEmpty: Bool { states.isEmpty && devices.isEmpty && readings.isEmpty && health.isEmpty }
     }
 
-    public init(store: GatewayStore, logger: Logger, maxPendingReadings: Int = 200_000) {
+    public init(
+        store: GatewayStore, logger: Logger, maxPendingReadings: Int = 200_000, batchInterval: Duration = .milliseconds(100),
+        clock: any Clock<Duration> = ContinuousClock()
+    ) {
         self.store = store
         self.logger = logger
         self.maxPendingReadings = max(1, maxPendingReadings)
+        self.batchInterval = batchInterval
+        self.clock = clock
         self.pending = Mutex(Pending())
     }
 
@@ -126,8 +136,9 @@ public final class Persistence: Sendable {
     /// last waiting batch and returns.
     public func run() async {
         while let batch = await next() {
-            // On a Dispatch thread: an fsync must not hold one of the two cooperative threads.
+            // On a Dispatch thread: SQLite's work must not hold one of the two cooperative threads.
             _ = try? await store.run { [self] _ in self.write(batch) }
+            if batchInterval > .zero, !pending.withLock({ $0.finished }) { try? await clock.sleep(for: batchInterval) }
         }
     }
 

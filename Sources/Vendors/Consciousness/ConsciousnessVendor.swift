@@ -23,7 +23,7 @@ public final class ConsciousnessVendor: Vendor {
     public let http: VendorHTTP
     private let options: ConsciousnessOptions
     private let sink: VendorEventSink
-    private let session: ConsciousnessSession
+    private let session: LoginSession
     private let known = Mutex(Known())
     private let logger: Logger
 
@@ -59,7 +59,7 @@ public final class ConsciousnessVendor: Vendor {
             vendorID: instanceID, client: client, settings: settings, sink: sink, time: time, now: now, pinStore: pinStore, logger: logger
         )
         http.redactor.set("password", options.password.reveal())
-        session = ConsciousnessSession(
+        session = ConsciousnessSession.make(
             http: http, apiBase: options.apiBase, username: options.username, password: options.password, timeout: options.timeout
         )
     }
