@@ -11,6 +11,7 @@ let strict: [SwiftSetting] = [
 let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Demo", []),
     ("Consciousness", []),
+    ("Powerwall", []),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 
@@ -20,6 +21,7 @@ let package = Package(
     products: [
         .executable(name: "lbs-gateway", targets: ["LBSGatewayCLI"]),
         .executable(name: "consciousness-sim", targets: ["ConsciousnessSim"]),
+        .executable(name: "lbs-sim", targets: ["LBSSim"]),
         .executable(name: "lbs-bench", targets: ["Bench"]),
     ],
     dependencies: [
@@ -87,12 +89,29 @@ let package = Package(
         ),
 
         // Simulators and test helpers (real wire formats, real processes).
+        // What every vendor simulator builds on: the loopback server, canned responses.
+        .target(
+            name: "SimulatorKit",
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
+            swiftSettings: strict
+        ),
         .target(
             name: "ConsciousnessSimulator",
-            dependencies: [.product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: ["SimulatorKit", .product(name: "FlyingFox", package: "FlyingFox")],
             swiftSettings: strict
         ),
         .executableTarget(name: "ConsciousnessSim", dependencies: ["ConsciousnessSimulator"], swiftSettings: strict),
+        // Simulators of the energy, water and air vendors (recorded responses plus the real devices' traps).
+        .target(
+            name: "VendorSimulators",
+            dependencies: ["SimulatorKit", .product(name: "FlyingFox", package: "FlyingFox")],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "LBSSim",
+            dependencies: ["VendorSimulators", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
         .target(name: "GatewayTesting", dependencies: ["MQTT", "GatewayModel"], swiftSettings: strict),
         // Vendor test helpers: a sink that records events, the recorded fixtures of Tests/Fixtures.
         .target(name: "VendorTesting", dependencies: ["GatewayModel", "VendorKit"], swiftSettings: strict),
@@ -111,13 +130,13 @@ let package = Package(
         .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
         .testTarget(
             name: "VendorTests",
-            dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
+            dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
                            .product(name: "Logging", package: "swift-log")] + vendorTargets,
             swiftSettings: strict
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "GatewayTesting", "ConsciousnessSimulator", "Cache", "GatewayModel", "VendorKit", "VendorTesting"] + vendorTargets,
+            dependencies: ["Gateway", "GatewayTesting", "ConsciousnessSimulator", "VendorSimulators", "Cache", "GatewayModel", "VendorKit", "VendorTesting"] + vendorTargets,
             swiftSettings: strict
         ),
     ],

@@ -1,5 +1,5 @@
 import FlyingFox
-import FlyingSocks
+import SimulatorKit
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -11,16 +11,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-
-/// Errors starting or driving the simulator.
-public struct SimulatorError: Error, Sendable, CustomStringConvertible {
-    /// A short stable code, e.g. `sim.listen_failed`.
-    public let code: String
-    /// What went wrong.
-    public let message: String
-
-    public var description: String { "\(code): \(message)" }
-}
 
 /// A controllable clock for token expiry, so tests need not sleep.
 public final class SimulatorClock: Sendable {
@@ -76,11 +66,11 @@ public final class ConsciousnessSimulator: Sendable {
     }
 
     private let core: SimulatorCore
-    private let lifecycle: SimulatorLifecycle
+    private let lifecycle: SimServer
 
     /// Creates a stopped simulator; call `start()`.
     public init(configuration: Configuration) {
-        lifecycle = SimulatorLifecycle(host: configuration.host, port: configuration.port)
+        lifecycle = SimServer(host: configuration.host, port: configuration.port)
         core = SimulatorCore(configuration: configuration, lifecycle: lifecycle)
     }
 
@@ -93,7 +83,7 @@ public final class ConsciousnessSimulator: Sendable {
     /// Binds and starts serving; returns the port (the same port on every restart).
     @discardableResult
     public func start() async throws(SimulatorError) -> UInt16 {
-        try await lifecycle.start(handler: SimulatorHandler(core: core))
+        try await lifecycle.start(handler: core.handler)
     }
 
     /// Stops listening (the `down` fault); connections are closed and `start()` may be called again.
@@ -172,89 +162,5 @@ public final class ConsciousnessSimulator: Sendable {
     /// The current device objects as JSON text (for assertions).
     public func devicesJSON() -> String {
         core.devicesJSON()
-    }
-}
-
-/// Start/stop of the FlyingFox server, serialized.
-actor SimulatorLifecycle {
-    private let host: String
-    private(set) var port: UInt16
-    private var server: HTTPServer?
-    private var runTask: Task<String?, Never>?
-
-    init(host: String, port: UInt16) {
-        self.host = host
-        self.port = port
-    }
-
-    var isRunning: Bool { server != nil }
-
-    func start(handler: SimulatorHandler) async throws(SimulatorError) -> UInt16 {
-        if server != nil { return port }
-        guard port == 0 else { return try await listen(handler: handler) }
-        // Port 0 picks from 20000–32767, below the kernel's ephemeral range: a client retrying a
-        // stopped simulator on an ephemeral port can connect to itself (TCP self-connect on
-        // loopback) and then hold the very port the simulator needs to restart on.
-        var lastError: SimulatorError?
-        for _ in 0..<20 {
-            port = UInt16.random(in: 20_000...32_767)
-            do {
-                return try await listen(handler: handler, wait: 1)
-            } catch {
-                lastError = error
-            }
-        }
-        port = 0
-        throw lastError ?? SimulatorError(code: "sim.listen_failed", message: "no free port")
-    }
-
-    private func listen(handler: SimulatorHandler, wait: Double = 5) async throws(SimulatorError) -> UInt16 {
-        let address: sockaddr_in
-        do {
-            address = try .inet(ip4: host, port: port)
-        } catch {
-            throw SimulatorError(code: "sim.bad_address", message: "cannot bind to \(host): \(error)")
-        }
-        // A long handler timeout so the `slow` fault can outlast any client timeout.
-        let server = HTTPServer(config: .init(address: address, timeout: 600, logger: .disabled), handler: handler)
-        let task = Task { () -> String? in
-            do {
-                try await server.run()
-                return nil
-            } catch {
-                return "\(error)"
-            }
-        }
-        do {
-            try await server.waitUntilListening(timeout: wait)
-        } catch {
-            task.cancel()
-            let reason = await task.value ?? "\(error)"
-            throw SimulatorError(code: "sim.listen_failed", message: "could not listen on \(host):\(port): \(reason)")
-        }
-        if case .ip4(_, let boundPort)? = await server.listeningAddress {
-            port = boundPort
-        }
-        self.server = server
-        runTask = task
-        return port
-    }
-
-    func stop() async {
-        guard let server else { return }
-        self.server = nil
-        await server.stop(timeout: 0)
-        runTask?.cancel()
-        _ = await runTask?.result
-        runTask = nil
-    }
-}
-
-/// Routes every request into the core.
-struct SimulatorHandler: HTTPHandler {
-    let core: SimulatorCore
-
-    func handleRequest(_ request: FlyingFox.HTTPRequest) async throws -> FlyingFox.HTTPResponse {
-        await core.handle(request)
     }
 }

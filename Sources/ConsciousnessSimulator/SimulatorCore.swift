@@ -1,4 +1,5 @@
 import FlyingFox
+import SimulatorKit
 import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -17,11 +18,11 @@ final class SimulatorCore: Sendable {
     }
 
     let configuration: ConsciousnessSimulator.Configuration
-    private let lifecycle: SimulatorLifecycle
+    private let lifecycle: SimServer
     private let state: Mutex<State>
     private let lateQueue = LateQueue()
 
-    init(configuration: ConsciousnessSimulator.Configuration, lifecycle: SimulatorLifecycle) {
+    init(configuration: ConsciousnessSimulator.Configuration, lifecycle: SimServer) {
         self.configuration = configuration
         self.lifecycle = lifecycle
         let seededAt = localISOTimestamp(secondsSince1970: configuration.now().timeIntervalSince1970)
@@ -61,7 +62,7 @@ final class SimulatorCore: Sendable {
     func goDown(for duration: Duration) async {
         await lifecycle.stop()
         let lifecycle = lifecycle
-        let handler = SimulatorHandler(core: self)
+        let handler = self.handler
         Task {
             try? await Task.sleep(for: duration)
             _ = try? await lifecycle.start(handler: handler)
@@ -69,6 +70,11 @@ final class SimulatorCore: Sendable {
     }
 
     // MARK: Request handling
+
+    /// What the server calls for every request.
+    var handler: SimServer.Handler {
+        { [self] request in await handle(request) }
+    }
 
     private enum Route {
         case login

@@ -92,6 +92,19 @@ public enum StateKeys {
     public static let waterFlow = KeySpec("water_flow", label: "Water flow", unit: "L/min", kind: .number(min: 0, max: nil), series: .measurement, category: .energy)
     public static let waterVolume = KeySpec("water_volume", label: "Water", unit: "L", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
     public static let gasVolume = KeySpec("gas_volume", label: "Gas", unit: "m³", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    /// The site's connection to the grid (a battery system that can island).
+    public static let gridStatus = KeySpec(
+        "grid_status", label: "Grid status", kind: .enumeration(["connected", "islanded", "transitioning", "waiting"]), category: .energy
+    )
+    /// Battery charge kept for outages.
+    public static let backupReserve = KeySpec(
+        "backup_reserve", label: "Backup reserve", unit: "%", kind: .number(min: 0, max: 100), writable: true, category: .energy
+    )
+    /// How a home battery uses its charge.
+    public static let operationMode = KeySpec(
+        "operation_mode", label: "Operation mode", kind: .enumeration(["self_consumption", "autonomous", "backup"]), writable: true,
+        category: .energy
+    )
 
     // Status
     public static let battery = KeySpec("battery", label: "Battery", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
@@ -106,7 +119,7 @@ public enum StateKeys {
         temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion,
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
-        waterFlow, waterVolume, gasVolume,
+        waterFlow, waterVolume, gasVolume, gridStatus, backupReserve, operationMode,
         battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
     ]
 

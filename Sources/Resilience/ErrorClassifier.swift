@@ -133,6 +133,11 @@ public struct ErrorClassifier: Sendable {
             )
         case 400..<500:
             return GatewayError(.badRequest, message: "Vendor '\(vendor)' rejected the request (HTTP \(status))\(quoted).", httpStatus: status)
+        case 502 where head.isEmpty:
+            return GatewayError(
+                .vendorUnavailable, message: "Vendor '\(vendor)' answered 502 with an empty body: the device is up but not serving data.",
+                retryAfter: retryAfter, httpStatus: status
+            )
         case 504:
             return GatewayError(
                 .vendorTimeout, message: "Vendor '\(vendor)' timed out behind its gateway (HTTP 504).",

@@ -188,3 +188,46 @@ import Testing
         #expect(counter["unique_id"] as? String == "lbs_energy_home_grid_import_energy")
     }
 }
+
+/// A home battery site as the Powerwall adapter describes it: settings become controls, the grid status a
+/// "grid connected" binary sensor, and every counter lands in the Energy dashboard.
+@Suite struct EnergySiteDiscoveryTests {
+    @Test func batterySettingsAreControlsAndEveryCounterFitsTheEnergyDashboard() throws {
+        let discovery = HomeAssistantDiscovery(topics: Topics(base: "lbs"), mode: .device, version: "1.0")
+        let keys = ["solar_power", "grid_power", "battery_power", "home_power", "battery_level", "solar_energy", "grid_import_energy",
+                    "grid_export_energy", "battery_discharge_energy", "battery_charge_energy", "home_energy", "grid_status",
+                    "backup_reserve", "operation_mode"]
+        let site = Device(vendorID: "pw", vendorDeviceID: "site", name: "Home", type: .energyMeter, manufacturer: "Tesla",
+                          writableKeys: ["backup_reserve", "operation_mode"], keys: keys)
+        let payload = try #require(try JSONSerialization.jsonObject(with: Data(discovery.messages(for: site)[0].payload.utf8)) as? [String: Any])
+        let components = try #require(payload["components"] as? [String: [String: Any]])
+
+        let reserve = try #require(components["backup_reserve"])
+        #expect(reserve["platform"] as? String == "number")
+        #expect(reserve["command_topic"] as? String == "lbs/device/pw_site/set/backup_reserve")
+        #expect(reserve["min"] as? Double == 0 && reserve["max"] as? Double == 100 && reserve["unit_of_measurement"] as? String == "%")
+        let mode = try #require(components["operation_mode"])
+        #expect(mode["platform"] as? String == "select")
+        #expect(mode["options"] as? [String] == ["self_consumption", "autonomous", "backup"])
+        #expect(mode["command_topic"] as? String == "lbs/device/pw_site/set/operation_mode")
+
+        let connected = try #require(components["grid_connected"])
+        #expect(connected["platform"] as? String == "binary_sensor" && connected["device_class"] as? String == "power")
+        #expect((connected["value_template"] as? String)?.contains("== 'connected'") == true)
+        let status = try #require(components["grid_status"])
+        #expect(status["device_class"] as? String == "enum" && (status["options"] as? [String])?.contains("islanded") == true)
+
+        for key in ["solar_energy", "grid_import_energy", "grid_export_energy", "battery_discharge_energy", "battery_charge_energy", "home_energy"] {
+            let counter = try #require(components[key], "\(key)")
+            #expect(counter["device_class"] as? String == "energy", "\(key)")
+            #expect(counter["state_class"] as? String == "total_increasing", "\(key)")
+            #expect(counter["unit_of_measurement"] as? String == "kWh", "\(key)")
+        }
+        // Where the vendor cannot change them, the same keys are plain sensors, never controls.
+        let readOnly = Device(vendorID: "pw", vendorDeviceID: "site", name: "Home", type: .energyMeter, writableKeys: [], keys: keys)
+        let plain = try #require(try JSONSerialization.jsonObject(with: Data(discovery.messages(for: readOnly)[0].payload.utf8)) as? [String: Any])
+        let plainComponents = try #require(plain["components"] as? [String: [String: Any]])
+        #expect(plainComponents["backup_reserve"]?["platform"] as? String == "sensor")
+        #expect(plainComponents["backup_reserve"]?["command_topic"] == nil)
+    }
+}

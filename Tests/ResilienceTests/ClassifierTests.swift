@@ -48,6 +48,13 @@ struct ClassifierTests {
         #expect(!error.suggestion.isEmpty)
     }
 
+    @Test func a502WithAnEmptyBodyIsADeviceNotServingNotAServerError() throws {
+        let empty = try #require(classifier.classify(status: 502, body: [UInt8]()))
+        #expect(empty.code == .vendorUnavailable && empty.retryable && empty.countsAgainstVendor && empty.severity == .warning)
+        #expect(empty.message.contains("empty body"))
+        #expect(classifier.classify(status: 502, body: Array("<h1>502 Bad Gateway</h1>".utf8))?.code == .vendorServerError)
+    }
+
     @Test func successIsNotAnError() {
         #expect(classifier.classify(status: 200, body: Array(#"{"ok":true}"#.utf8)) == nil)
         #expect(classifier.classify(status: 204, body: [UInt8]()) == nil)

@@ -1,6 +1,7 @@
 import VendorConsciousness
 import VendorDemo
 import VendorKit
+import VendorPowerwall
 
 /// Every vendor type the gateway can run. A vendor is its folder (a target named `Vendor<Name>`, listed in
 /// `Package.swift`'s `vendors`) and one line here; nothing else in the gateway knows it.
@@ -9,5 +10,6 @@ public enum VendorRegistry {
     public static let factories: [any VendorFactory.Type] = [
         DemoVendorFactory.self,
         ConsciousnessVendorFactory.self,
+        PowerwallVendorFactory.self,
     ]
 }

@@ -225,6 +225,20 @@ public struct HomeAssistantDiscovery: Sendable {
         }
         for key in device.keys where !covered.contains(key) {
             guard let spec = StateKeys.spec(key) else { continue }
+            // A setting the vendor can change (a battery's backup reserve, its operation mode): a control.
+            if spec.writable, device.isWritable(key), let platform = Self.controlPlatform(spec) {
+                var config = identity(key, platform: platform, name: .string(spec.label))
+                config.merge(controlConfig(key, spec, device: id), uniquingKeysWith: { $1 })
+                result.append(Component(key: key, platform: platform, config: config))
+                continue
+            }
+            if key == "grid_status" {
+                // "Grid connected" on/off, Home Assistant's way to show a grid outage, beside the status itself.
+                var connected = identity("grid_connected", platform: "binary_sensor", name: "Grid connected")
+                connected["value_template"] = "{{ 'ON' if value_json.grid_status == 'connected' else 'OFF' }}"
+                connected["device_class"] = "power"
+                result.append(Component(key: "grid_connected", platform: "binary_sensor", config: connected))
+            }
             switch spec.kind {
             case .bool:
                 var config = identity(key, platform: "binary_sensor", name: .string(spec.label))
@@ -240,6 +254,10 @@ public struct HomeAssistantDiscovery: Sendable {
                 if let stateClass = mapping.stateClass { config["state_class"] = .string(stateClass) }
                 if let precision = SensorMapping.precision(spec) { config["suggested_display_precision"] = .number(Double(precision)) }
                 if key == "battery" { config["entity_category"] = "diagnostic" }
+                if case .enumeration(let options) = spec.kind {
+                    config["device_class"] = "enum"
+                    config["options"] = .array(options.map(JSON.string))
+                }
                 result.append(Component(key: key, platform: "sensor", config: config))
             }
         }
@@ -265,6 +283,39 @@ public struct HomeAssistantDiscovery: Sendable {
         lastSeen["enabled_by_default"] = false
         result.append(Component(key: "last_seen", platform: "sensor", config: lastSeen))
         return result
+    }
+}
+
+extension HomeAssistantDiscovery {
+    /// A writable number is a `number` entity, a writable word a `select`; other kinds have no control.
+    static func controlPlatform(_ spec: KeySpec) -> String? {
+        switch spec.kind {
+        case .number: "number"
+        case .enumeration: "select"
+        default: nil
+        }
+    }
+
+    /// The command and state fields of a `number` or `select`: it sets the key alone through `/set/<key>`.
+    func controlConfig(_ key: String, _ spec: KeySpec, device: DeviceID) -> [String: JSON] {
+        var config: [String: JSON] = [
+            "command_topic": .string(topics.set(device, key: key)),
+            "value_template": .string("{{ value_json.\(key) }}"),
+        ]
+        switch spec.kind {
+        case .number(let low, let high):
+            config["command_template"] = "{{ value }}"
+            if let low { config["min"] = .number(low) }
+            if let high { config["max"] = .number(high) }
+            config["step"] = 1
+            config["mode"] = "box"
+            if let unit = spec.unit { config["unit_of_measurement"] = .string(unit) }
+        case .enumeration(let options):
+            config["options"] = .array(options.map(JSON.string))
+        default:
+            break
+        }
+        return config
     }
 }
 

@@ -36,6 +36,9 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         case vendorTimeout = "vendor_timeout"
         /// HTTP 5xx.
         case vendorServerError = "vendor_server_error"
+        /// The vendor's device answers but is not serving data now (a Powerwall whose sitemaster is stopped
+        /// answers 502 with an empty body; an Envoy at night): last state stays, the gateway retries.
+        case vendorUnavailable = "vendor_unavailable"
         /// HTTP 429.
         case rateLimited = "rate_limited"
         /// HTTP 401/403, still failing after one re-login.
@@ -60,7 +63,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         /// True for codes that say the vendor itself is unhealthy (they feed the circuit breaker).
         public var defaultCountsAgainstVendor: Bool {
             switch self {
-            case .vendorUnreachable, .vendorTimeout, .vendorServerError, .rateLimited,
+            case .vendorUnreachable, .vendorTimeout, .vendorServerError, .vendorUnavailable, .rateLimited,
                  .malformedResponse, .tlsError, .tlsPinMismatch:
                 true
             default:
@@ -71,7 +74,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         /// True for transient failures where trying again later can succeed.
         public var defaultRetryable: Bool {
             switch self {
-            case .vendorUnreachable, .vendorTimeout, .vendorServerError, .rateLimited,
+            case .vendorUnreachable, .vendorTimeout, .vendorServerError, .vendorUnavailable, .rateLimited,
                  .malformedResponse, .breakerOpen, .quotaExhausted:
                 true
             default:
@@ -82,7 +85,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         public var defaultSeverity: Severity {
             switch self {
             case .retainedCommand, .expired, .superseded, .responseTopicRefused, .vendorUnreachable, .vendorTimeout, .vendorServerError,
-                 .rateLimited, .breakerOpen, .quotaExhausted, .interrupted:
+                 .vendorUnavailable, .rateLimited, .breakerOpen, .quotaExhausted, .interrupted:
                 .warning
             case .tlsPinMismatch:
                 .critical
@@ -112,6 +115,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
             case .vendorUnreachable: "Check that the vendor's device or cloud is online and reachable from the gateway; the gateway keeps retrying."
             case .vendorTimeout: "The vendor is slow or overloaded; the gateway retries automatically."
             case .vendorServerError: "The vendor has a problem on its side; the gateway retries automatically."
+            case .vendorUnavailable: "The vendor's device is up but not serving data right now; the gateway keeps the last state and retries."
             case .rateLimited: "The vendor asked the gateway to slow down; it waits and retries. Consider a longer poll interval."
             case .authFailed: "Check the vendor credentials in the gateway configuration."
             case .badRequest: "The vendor did not accept the request; check the command and the vendor configuration."

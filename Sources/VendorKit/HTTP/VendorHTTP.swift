@@ -71,6 +71,8 @@ public final class VendorHTTP: Sendable {
         var lastError: GatewayError?
         /// Whole seconds, so the jitter of computing it from "now + remaining" does not count as a move.
         var nextAttempt: Int64?
+        /// The first success is news (the vendor is no longer `starting`); later ones are not.
+        var answered: Bool
     }
 
     private struct Tracking {
@@ -139,11 +141,14 @@ public final class VendorHTTP: Sendable {
 
     /// Sends `request` resiliently; returns the response once the classifier accepts its status.
     /// `deadline` (a command's `expiresAt`) bounds every retry and wait inside the call.
+    /// `accepting`: statuses that are an answer, not a failure (a 404 of an endpoint some models do not serve);
+    /// the response is returned as it is for the caller to read.
     public func send(
         _ request: HTTPClientRequest, use: QuotaScheduler.Use, expectsJSON: Bool = true, authorizer: (any VendorAuthorizer)? = nil,
-        deadline: Date? = nil
+        deadline: Date? = nil, accepting: Set<Int> = []
     ) async throws(GatewayError) -> HTTPClientResponse {
         try await call(request, use: use, authorizer: authorizer, deadline: deadline) { response throws(GatewayError) in
+            if accepting.contains(response.status) { return response }
             try self.check(response, expectsJSON: expectsJSON)
             return response
         }
@@ -233,14 +238,16 @@ public final class VendorHTTP: Sendable {
     /// Stops calls for a back-off after a failure that an immediate retry cannot fix: refused credentials,
     /// or an API whose URL answers 404. The wait doubles from `holdOffBase` with each repeat, up to
     /// `holdOffCap`; the vendor is `down` with `next_attempt` set, and held calls throw `error` unchanged.
-    public func holdOff(after error: GatewayError) {
+    /// `duration` replaces the doubling back-off when the vendor's own rule fixes the pause (a Powerwall's
+    /// 5-minute cooldown after 429 or 503).
+    public func holdOff(after error: GatewayError, for duration: Duration? = nil) {
         let error = redactor.redact(error)
         let now = time.now()
         let wallNow = self.now()
         tracking.withLock { tracking in
             tracking.holdOffs += 1
             let factor = Double(sign: .plus, exponent: min(tracking.holdOffs - 1, 30), significand: 1)
-            let wait = min(holdOffCap, .clampedSeconds(holdOffBase.inSeconds * factor))
+            let wait = duration ?? min(holdOffCap, .clampedSeconds(holdOffBase.inSeconds * factor))
             tracking.heldUntil = now + wait
             tracking.heldUntilDate = wallNow.addingTimeInterval(wait.inSeconds.rounded())
             tracking.heldError = error
@@ -380,7 +387,7 @@ public final class VendorHTTP: Sendable {
             let health = makeHealth(tracking, breaker: snapshot, now: now)
             let key = Published(
                 state: health.state, breaker: health.breaker, lastError: health.lastError,
-                nextAttempt: health.nextAttempt.map { Int64($0.timeIntervalSince1970.rounded()) }
+                nextAttempt: health.nextAttempt.map { Int64($0.timeIntervalSince1970.rounded()) }, answered: health.lastSuccess != nil
             )
             guard force || tracking.published != key else { return }
             tracking.published = key

@@ -1,0 +1,39 @@
+import ArgumentParser
+import Foundation
+import VendorSimulators
+
+/// `lbs-sim <vendor>`: a vendor's simulator on loopback, serving recorded responses, for trying the
+/// gateway without hardware (`deploy/quickstart.sh --with-simulators`) and for the tests.
+@main
+struct LBSSim: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lbs-sim",
+        abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
+        subcommands: [Powerwall.self]
+    )
+
+    struct Powerwall: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "A Tesla Backup Gateway's local API (plain HTTP).")
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "Folder of recorded responses.") var fixtures = "Tests/Fixtures/powerwall"
+        @Option(help: "File holding the customer password (default: the LBS_SIM_PASSWORD variable, else 'powerwall').")
+        var passwordFile: String?
+        @Option(help: "powerwall2 (full API) or powerwall3 (aggregates, soe, grid status only).") var model = "powerwall2"
+        @Flag(help: "Accept POST /api/operation from the customer login (old firmware).") var writableOperation = false
+
+        func run() async throws {
+            guard let model = PowerwallSimulator.Model(rawValue: model) else {
+                throw ValidationError("--model must be powerwall2 or powerwall3")
+            }
+            let password = try passwordFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
+                ?? ProcessInfo.processInfo.environment["LBS_SIM_PASSWORD"] ?? "powerwall"
+            let simulator = try PowerwallSimulator(configuration: .init(
+                password: password, fixtures: fixtures, model: model, customerMayWriteOperation: writableOperation, port: port
+            ))
+            let bound = try await simulator.start()
+            print("powerwall simulator (\(model.rawValue)) on http://127.0.0.1:\(bound)")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import CurlHTTP
+import GatewayModel
+import Logging
+import Resilience
+import Synchronization
+import VendorKit
+
+/// A Tesla Backup Gateway 2 / Powerwall+ / Powerwall 3 over its local API: one device `<id>_site` with the
+/// site's power flows, energy counters, battery level, grid status and (where served) backup reserve and
+/// operation mode.
+///
+/// A Powerwall 3 on the wired LAN serves only the aggregates, the state of energy and the grid status; every
+/// other path answers 404. Those 404s are answers, not failures: the keys they would give are left out, and
+/// `/api/operation` is asked again only once an hour.
+public final class PowerwallVendor: Vendor {
+    public let instanceID: String
+    public let typeName = "powerwall"
+    /// The resilient HTTP layer (breaker, quota, health) of this instance.
+    public let http: VendorHTTP
+    private let options: PowerwallOptions
+    private let sink: VendorEventSink
+    private let session: LoginSession
+    private let logger: Logger
+    private let known = Mutex(Known())
+
+    private struct Known {
+        var device: Device?
+        /// When `/api/operation` answered 404 (asked again an hour later).
+        var operationMissingSince: Duration?
+        var descriptionRead = false
+        var siteName: String?
+        var firmware: String?
+        var last: PowerwallMapping.Reading?
+    }
+
+    /// 429 and 503 pause every request for 5 minutes, as Tesla's own clients do; a refused password too.
+    static let cooldown = Duration.seconds(300)
+    /// How often a missing `/api/operation` is asked for again (a firmware update may add it).
+    static let operationRecheck = Duration.seconds(3600)
+
+    public init(
+        instanceID: String, options: PowerwallOptions, sink: VendorEventSink, client: HTTPClient, time: TimeSource,
+        now: @escaping @Sendable () -> Date = { Date() }, pinStore: (any TLSPinStore)? = nil,
+        logger: Logger = Logger(label: "lbs-gateway.vendor")
+    ) {
+        self.instanceID = instanceID
+        self.options = options
+        self.sink = sink
+        self.logger = logger
+        // No blind retries: the next poll is 5 s away, and a command is read back instead of re-sent.
+        var settings = VendorHTTP.Settings(options.network, retry: .none)
+        settings.holdOffBase = Self.cooldown
+        settings.holdOffCap = Self.cooldown
+        http = VendorHTTP(vendorID: instanceID, client: client, settings: settings, sink: sink, time: time, now: now, pinStore: pinStore, logger: logger)
+        http.redactor.set("password", options.password.reveal())
+        session = PowerwallSession.make(http: http, options: options)
+    }
+
+    /// Creates the vendor with its own HTTP client.
+    public convenience init(
+        instanceID: String, options: PowerwallOptions, sink: VendorEventSink,
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
+        pinStore: (any TLSPinStore)? = nil, logger: Logger = Logger(label: "lbs-gateway.vendor")
+    ) throws(GatewayError) {
+        let client: HTTPClient
+        do {
+            client = try HTTPClient()
+        } catch {
+            throw GatewayError.internal("could not start the HTTP client: \(error.message)")
+        }
+        self.init(instanceID: instanceID, options: options, sink: sink, client: client, time: TimeSource(clock), now: now, pinStore: pinStore, logger: logger)
+    }
+
+    /// Successful logins so far.
+    public var loginCount: Int { Int(session.loginCount) }
+
+    public var siteID: DeviceID { DeviceID(vendorInstance: instanceID, vendorDeviceID: PowerwallMapping.siteID) }
+
+    public var refreshesAllDevices: Bool { true }
+
+    /// A poll costs up to four requests (aggregates, state of energy, grid status, operation).
+    static let pollCost = 4
+
+    var pollInterval: Duration {
+        guard let quota = http.quota else { return options.network.pollInterval }
+        return quota.pollInterval(requested: options.network.pollInterval, cost: Self.pollCost) ?? .seconds(60)
+    }
+
+    // MARK: Vendor
+
+    public func run() async throws {
+        http.publishHealth()
+        while !Task.isCancelled {
+            // Failures are reported through the vendor's health; the next poll tries again.
+            try? await poll()
+            try await http.time.sleep(for: pollInterval)
+        }
+    }
+
+    /// One poll: read, describe the site once, publish. Public so tests and tools can poll on demand.
+    public func poll(use: QuotaScheduler.Use = .poll) async throws(GatewayError) {
+        let reading = try await read(use: use)
+        if known.withLock({ !$0.descriptionRead }) { await describe() }
+        let device = known.withLock { known in
+            PowerwallMapping.device(vendorID: instanceID, reading: reading, siteName: known.siteName, firmware: known.firmware)
+        }
+        let changed = known.withLock { known -> Bool in
+            known.last = reading
+            guard known.device != device else { return false }
+            known.device = device
+            return true
+        }
+        if changed { sink.send(.inventory(vendorID: instanceID, devices: [device])) }
+        sink.send(.state(device.id, PowerwallMapping.state(reading), observedAt: http.now()))
+    }
+
+    public func refresh(_ device: DeviceID) async throws {
+        guard device == siteID else { throw GatewayError.unknownDevice(device.rawValue) }
+        try await poll(use: .refresh)
+    }
+
+    public func readState(_ device: DeviceID) async throws -> [String: StateValue] {
+        guard device == siteID else { throw GatewayError.unknownDevice(device.rawValue) }
+        return PowerwallMapping.state(try await read(use: .refresh))
+    }
+
+    public func execute(_ command: DeviceCommand) async throws -> CommandOutcome {
+        try await change(command)
+    }
+
+    // MARK: Reading
+
+    /// The aggregates (required) and what else this gateway serves.
+    func read(use: QuotaScheduler.Use) async throws(GatewayError) -> PowerwallMapping.Reading {
+        do throws(GatewayError) {
+            let aggregates = try await get("/api/meters/aggregates", WireAggregates.self, context: "meter aggregates", use: use)
+            var reading = PowerwallMapping.Reading(aggregates: aggregates)
+            reading.soe = try await optional("/api/system_status/soe", WireStateOfEnergy.self, context: "state of energy", use: use)
+            reading.grid = try await optional("/api/system_status/grid_status", WireGridStatus.self, context: "grid status", use: use)
+            let now = http.time.now()
+            let askOperation = known.withLock { known in known.operationMissingSince.map { now - $0 >= Self.operationRecheck } ?? true }
+            if askOperation {
+                reading.operation = try await optional("/api/operation", WireOperation.self, context: "operation", use: use)
+                known.withLock { $0.operationMissingSince = reading.operation == nil ? now : nil }
+            }
+            return reading
+        } catch {
+            throw cooled(error)
+        }
+    }
+
+    /// Site name and firmware for the device description, read once; a gateway that serves neither is fine.
+    private func describe() async {
+        let name = try? await optional("/api/site_info", WireSiteInfo.self, context: "site info", use: .refresh)?.siteName
+        let firmware = try? await optional("/api/status", WireStatus.self, context: "status", use: .refresh)?.version
+        known.withLock { known in
+            known.descriptionRead = true
+            known.siteName = name ?? nil
+            known.firmware = (firmware ?? nil).map { String($0.split(separator: " ").first ?? Substring($0)) }
+        }
+    }
+
+    private func request(_ path: String, method: HTTPClientRequest.Method = .get, body: Data? = nil) -> HTTPClientRequest {
+        var request = HTTPClientRequest(method: method, url: options.base + path, timeout: options.network.timeout)
+        request.headers.set(name: "Accept", value: "application/json")
+        if body != nil { request.headers.set(name: "Content-Type", value: "application/json") }
+        request.body = body
+        return request
+    }
+
+    private func get<T: Decodable>(_ path: String, _ type: T.Type, context: String, use: QuotaScheduler.Use) async throws(GatewayError) -> T {
+        try await http.sendJSON(request(path), as: type, context: "Powerwall \(context)", use: use, authorizer: session)
+    }
+
+    /// An endpoint some gateways do not serve: nil on 404.
+    private func optional<T: Decodable>(_ path: String, _ type: T.Type, context: String, use: QuotaScheduler.Use) async throws(GatewayError) -> T? {
+        let response = try await http.send(request(path), use: use, authorizer: session, accepting: [404])
+        guard response.status != 404 else { return nil }
+        return try http.decode(type, from: response, context: "Powerwall \(context)")
+    }
+
+    // MARK: Commands
+
+    /// `backup_reserve` and `operation_mode` through `POST /api/operation` (and `/api/config/completed`, which
+    /// older firmware needs to apply it). Gateways that refuse it answer `vendor_rejected` with the reason.
+    func change(_ command: DeviceCommand) async throws(GatewayError) -> CommandOutcome {
+        guard command.device == siteID else { throw GatewayError.unknownDevice(command.device.rawValue) }
+        let deadline = command.expiresAt
+        do throws(GatewayError) {
+            let current = try await optional("/api/operation", WireOperation.self, context: "operation", use: .command)
+            guard let current else {
+                throw Self.rejected("This Tesla gateway does not serve /api/operation (a Powerwall 3 on the wired LAN serves only power, "
+                    + "battery level and grid status), so the backup reserve and the operation mode cannot be changed locally. Use the Tesla app.")
+            }
+            var wanted = current
+            if let reserve = command.changes["backup_reserve"]?.number { wanted.backupReservePercent = reserve }
+            if let mode = command.changes["operation_mode"]?.string { wanted.realMode = mode }
+            let body: Data
+            do { body = try JSONEncoder().encode(wanted) } catch { throw GatewayError.internal("could not encode the operation") }
+            let answer = try await http.send(
+                request("/api/operation", method: .post, body: body), use: .command, authorizer: session, deadline: deadline,
+                accepting: [403, 404, 405, 501]
+            )
+            if answer.status != 200, answer.status != 202, answer.status != 204 {
+                throw Self.rejected("The Powerwall refused to change the operation (HTTP \(answer.status)): current Tesla firmware lets only the "
+                    + "installer account change the backup reserve and the mode over the local API, not the customer login. Use the Tesla app.")
+            }
+            _ = try? await http.send(request("/api/config/completed"), use: .command, authorizer: session, deadline: deadline, accepting: [404, 405])
+            let confirmed = PowerwallMapping.state(PowerwallMapping.Reading(aggregates: WireAggregates(), operation: try await get(
+                "/api/operation", WireOperation.self, context: "operation", use: .command
+            )))
+            for (key, value) in command.changes where confirmed[key] != value {
+                if key == "backup_reserve", let want = value.number, let got = confirmed[key]?.number, abs(want - got) < 0.05 { continue }
+                throw Self.rejected("The Powerwall accepted the change but still reports \(key) = \(confirmed[key]?.description ?? "nothing").")
+            }
+            return CommandOutcome(confirmed: confirmed)
+        } catch {
+            throw cooled(error)
+        }
+    }
+
+    static func rejected(_ reason: String) -> GatewayError {
+        GatewayError(.vendorRejected, message: reason, suggestion: "Change it in the Tesla app; the gateway shows the new value on its next poll.")
+    }
+
+    // MARK: Cooldown
+
+    /// 429, and 503 (the gateway is busy), pause every request for 5 minutes: never a tight loop.
+    static func startsCooldown(_ error: GatewayError) -> Bool {
+        error.code == .rateLimited || (error.code == .vendorServerError && error.httpStatus == 503)
+    }
+
+    static func cooldownError(_ error: GatewayError) -> GatewayError {
+        var cooled = error
+        cooled.message = "The Powerwall asked the gateway to slow down (HTTP \(error.httpStatus ?? 429)); it pauses all requests for 5 min."
+        cooled.suggestion = "Nothing to do if it passes; if it repeats, raise poll_interval or check other clients of the Tesla gateway."
+        return cooled
+    }
+
+    private func cooled(_ error: GatewayError) -> GatewayError {
+        guard Self.startsCooldown(error) else { return error }
+        let cooled = Self.cooldownError(error)
+        http.holdOff(after: cooled, for: Self.cooldown)
+        return cooled
+    }
+}
