@@ -12,6 +12,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Demo", []),
     ("Consciousness", []),
     ("Powerwall", []),
+    ("GreenButton", []),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 
@@ -130,8 +131,8 @@ let package = Package(
         .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
         .testTarget(
             name: "VendorTests",
-            dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
-                           .product(name: "Logging", package: "swift-log")] + vendorTargets,
+            dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
+                           .product(name: "Logging", package: "swift-log"), .product(name: "FlyingFox", package: "FlyingFox")] + vendorTargets,
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the native libraries and the broker the gateway and its tests need (Debian 12).
 set -euo pipefail
-packages=(mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev openssl socat pkg-config)
+packages=(mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libxml2 openssl socat pkg-config)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -24,6 +24,23 @@ public enum VendorEvent: Sendable {
     /// `device_event` on `<base>/bridge/event` and on `<base>/device/<id>/event` (a Home Assistant `event`
     /// entity); `type` should be one of the device's `eventTypes`.
     case deviceEvent(DeviceID, type: String, data: [String: StateValue], at: Date)
+    /// Past readings with their own times (a utility's interval data, a monitor's backlog): written to the
+    /// history (`bridge/request/history`) as they are, not published as the current state. Send the current
+    /// state with `.state` as well.
+    case history(DeviceID, [TimedReading])
+}
+
+/// One past value of one key, at the time it was measured.
+public struct TimedReading: Sendable, Hashable {
+    public var key: String
+    public var value: Double
+    public var at: Date
+
+    public init(key: String, value: Double, at: Date) {
+        self.key = key
+        self.value = value
+        self.at = at
+    }
 }
 
 /// Where an adapter sends its events. Backed by an `AsyncStream` the controller drains.

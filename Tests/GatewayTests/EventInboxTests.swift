@@ -63,6 +63,7 @@ import Testing
             case .deviceAdded(let device): "added \(device.id.rawValue)"
             case .deviceRemoved(let id): "removed \(id.rawValue)"
             case .deviceEvent(let id, let type, _, _): "\(id.rawValue) event \(type)"
+            case .history(let id, let readings): "\(id.rawValue) history \(readings.count)"
             }
         }
     }

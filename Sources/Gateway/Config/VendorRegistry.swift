@@ -1,5 +1,6 @@
 import VendorConsciousness
 import VendorDemo
+import VendorGreenButton
 import VendorKit
 import VendorPowerwall
 
@@ -11,5 +12,6 @@ public enum VendorRegistry {
         DemoVendorFactory.self,
         ConsciousnessVendorFactory.self,
         PowerwallVendorFactory.self,
+        GreenButtonVendorFactory.self,
     ]
 }

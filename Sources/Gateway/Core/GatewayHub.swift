@@ -142,6 +142,11 @@ final class GatewayHub {
             applyPartial(removed: id)
         case .deviceEvent(let id, let type, let data, let time):
             deviceEvent(id, type: type, data: data, at: time)
+        case .history(let id, let readings):
+            guard let device = devices[id] else { return logger.debug("history for unknown device \(id) ignored") }
+            answeredVendors.insert(device.vendorID)
+            let known = readings.filter { device.keys.contains($0.key) && $0.value.isFinite }
+            if !known.isEmpty { emit(.historyReported(id, known)) }
         }
     }
 

@@ -23,6 +23,8 @@ enum HubEvent {
     case vendorHealthChanged(VendorHealth, previous: VendorHealth?)
     /// A one-off event a vendor reported for a device (a button press, a leak detected).
     case deviceEvent(DeviceID, type: String, data: [String: StateValue], at: Date)
+    /// Past readings of a device's keys, each at its own time (for the history only).
+    case historyReported(DeviceID, [TimedReading])
     /// Home Assistant came (back) online and its random delay passed: states go out again.
     case homeAssistantBirth
     /// A home view (`energy/home`, `environment/<room>`) was published; nil when it was cleared.

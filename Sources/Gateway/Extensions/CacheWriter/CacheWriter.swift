@@ -44,6 +44,11 @@ final class CacheWriter: GatewayExtension {
             if source == .vendor { Persistence.readings(for: id, values: update, at: observedAt, into: &pendingWrites.readings) }
             dirtyStates.insert(id)
             schedule()
+        case .historyReported(let id, let readings):
+            for reading in readings {
+                Persistence.readings(for: id, values: [reading.key: .number(reading.value)], at: reading.at, into: &pendingWrites.readings)
+            }
+            schedule()
         case .vendorHealthChanged(let health, _):
             pendingWrites.health.append((health.vendorID, hub.vendorHealthJSON(health).render()))
             schedule()

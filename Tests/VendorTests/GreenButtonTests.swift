@@ -1,0 +1,117 @@
+import FlyingFox
+import Foundation
+import GatewayModel
+import GatewayTesting
+import SimulatorKit
+import Testing
+import VendorKit
+@testable import VendorGreenButton
+import VendorTesting
+
+/// `type: green_button` with sample downloads built from the ESPI schema (Tests/Fixtures/green_button).
+@Suite struct GreenButtonTests {
+    static let electricity = Fixtures.path("green_button", "electricity_hourly.xml")
+    static let gas = Fixtures.path("green_button", "gas_daily.xml")
+    static let start = 1_793_491_200.0 // 2026-11-01T00:00:00Z, the first interval of both files
+
+    func vendor(_ source: GreenButtonOptions.Source, log: EventLog) throws -> GreenButtonVendor {
+        try GreenButtonVendor(instanceID: "gb", options: GreenButtonOptions(source: source, pollInterval: .seconds(3600)), sink: log.sink,
+                              context: VendorContext(clock: ManualClock()))
+    }
+
+    @Test func theFeedIsReadThroughItsLinks() throws {
+        let feed = try GreenButtonFeed.parse(Fixtures.data("green_button", "electricity_hourly.xml"))
+        let point = try #require(feed.usagePoints.first)
+        #expect(feed.usagePoints.count == 1 && point.id == "1" && point.name == "Home electricity" && point.service == .electricity)
+        #expect(point.series.map(\.readingType.flowDirection) == [1, 19])
+        #expect(point.series.allSatisfy { $0.intervals.count == 24 })
+        let gas = try GreenButtonFeed.parse(Fixtures.data("green_button", "gas_daily.xml"))
+        #expect(gas.usagePoints.first?.service == .gas && gas.usagePoints.first?.series.first?.readingType.uom == 169)
+    }
+
+    @Test func aFolderOfDownloadsGivesOneDevicePerUsagePointWithCountersAndHistoryAtTheFilesTimes() async throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.copyItem(atPath: Self.electricity, toPath: directory.path + "/2026-11-01.xml")
+        try FileManager.default.copyItem(atPath: Self.gas, toPath: directory.path + "/gas.xml")
+        let log = EventLog()
+        let vendor = try vendor(.path(directory.path), log: log)
+        try await vendor.poll()
+        let devices = try #require(log.inventories.last)
+        #expect(devices.map(\.id.rawValue) == ["gb_1", "gb_7"])
+        #expect(devices[0].type == .energyMeter && devices[0].keys == ["grid_export_energy", "grid_import_energy"])
+        #expect(devices[1].type == .gasMeter && devices[1].keys == ["gas_volume"] && devices[1].name == "Gas meter")
+        let electricity = try #require(log.states[devices[0].id])
+        #expect(electricity["grid_import_energy"] == .number(13.106) && electricity["grid_export_energy"] == .number(6.49))
+        // 17.51 therm at 1,037 BTU/ft³.
+        #expect(log.states[devices[1].id]?["gas_volume"] == .number(47.814))
+        #expect(log.observedAt(devices[0].id) == Date(timeIntervalSince1970: Self.start + 24 * 3600), "the state is as of the last interval")
+
+        let history = log.all.compactMap { if case .history(let id, let readings) = $0 { (id, readings) } else { nil } }
+        let imports = history.first { $0.0 == devices[0].id }?.1.filter { $0.key == "grid_import_energy" } ?? []
+        #expect(imports.count == 24)
+        #expect(imports.first?.at == Date(timeIntervalSince1970: Self.start + 3600) && imports.first?.value == 0.412, "running totals at each interval's end")
+        #expect(imports.last?.value == 13.106)
+
+        // Nothing new: no history again; the same interval in a second download counts once.
+        log.clear()
+        try FileManager.default.copyItem(atPath: Self.electricity, toPath: directory.path + "/copy.xml")
+        try await vendor.poll()
+        #expect(!log.all.contains { if case .history = $0 { true } else { false } })
+        #expect(log.states[devices[0].id]?["grid_import_energy"] == .number(13.106))
+    }
+
+    @Test func unreadableDownloadsAreReportedAndTheVendorRecovers() async throws {
+        let directory = try TemporaryDirectory()
+        let log = EventLog()
+        let vendor = try vendor(.path(directory.path + "/exports"), log: log)
+        let missing = await gatewayError { try await vendor.poll() }
+        #expect(missing?.code == .notFound && log.health.last?.state == .down)
+        try FileManager.default.createDirectory(atPath: directory.path + "/exports", withIntermediateDirectories: true)
+        try "date,usage\n2026-11-01,12.3\n".write(toFile: directory.path + "/exports/usage.xml", atomically: true, encoding: .utf8)
+        let broken = await gatewayError { try await vendor.poll() }
+        #expect(broken?.code == .malformedResponse && broken?.message.contains("line") == true)
+        try FileManager.default.removeItem(atPath: directory.path + "/exports/usage.xml")
+        try FileManager.default.copyItem(atPath: Self.gas, toPath: directory.path + "/exports/gas.xml")
+        try await vendor.poll()
+        #expect(log.health.last?.state == .ok && log.health.last?.breaker == nil)
+    }
+
+    @Test func greenButtonConnectFetchesTheFeedWithItsBearerToken() async throws {
+        let server = SimServer()
+        let body = try Fixtures.data("green_button", "electricity_hourly.xml")
+        _ = try await server.start { request in
+            guard request.headers[.authorization] == "Bearer gbc-token" else {
+                return SimResponse.json(#"{"error":"invalid_token"}"#, status: .unauthorized)
+            }
+            return SimResponse.text(String(decoding: body, as: UTF8.self), status: .ok, contentType: "application/atom+xml")
+        }
+        defer { Task { await server.stop() } }
+        let network = NetworkOptions(url: await server.baseURL + "/espi/1_1/resource/Batch/Subscription/5", timeout: .seconds(5))
+        let log = EventLog()
+        try await vendor(.connect(network, token: VendorSecret("gbc-token")), log: log).poll()
+        #expect(log.states[DeviceID(vendorInstance: "gb", vendorDeviceID: "1")]?["grid_export_energy"] == .number(6.49))
+        let refused = await gatewayError { try await self.vendor(.connect(network, token: VendorSecret("stale")), log: EventLog()).poll() }
+        #expect(refused?.code == .authFailed && refused?.message.contains("stale") == false)
+    }
+
+    @Test func theEntryTakesAPathOrAURLWithAToken() throws {
+        var reader = ConfigReader()
+        var file = VendorSettings(type: "green_button", id: "gb", options: .mapping([(key: "path", value: .scalar("exports", line: 1))]))
+        file.baseDirectory = "/etc/lbs-gateway"
+        guard case .path(let path)? = GreenButtonVendorFactory.parse(file, reader: &reader, environment: [:])?.source else {
+            Issue.record("path not read")
+            return
+        }
+        #expect(path == "/etc/lbs-gateway/exports" && reader.problems.isEmpty)
+        let both = VendorSettings(type: "green_button", id: "gb", options: .mapping([
+            (key: "path", value: .scalar("x.xml", line: 1)), (key: "url", value: .scalar("https://u.example.com/f", line: 2)),
+        ]))
+        _ = GreenButtonVendorFactory.parse(both, reader: &reader, environment: [:])
+        #expect(reader.problems.map(\.path) == ["vendors[0].url"])
+        var connect = ConfigReader()
+        let url = VendorSettings(type: "green_button", id: "gb", options: .mapping([(key: "url", value: .scalar("https://u.example.com/f", line: 2))]))
+        #expect(GreenButtonVendorFactory.parse(url, reader: &connect, environment: [:]) == nil)
+        #expect(connect.problems.map(\.path) == ["vendors[0].token_file"])
+        #expect(GreenButtonVendorFactory.parse(url, reader: &connect, environment: ["LBS_GB_TOKEN": "t"])?.pollInterval == .seconds(3600))
+    }
+}
