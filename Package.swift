@@ -13,6 +13,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Consciousness", []),
     ("Powerwall", []),
     ("GreenButton", []),
+    ("SolarEdge", []),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 

@@ -9,7 +9,7 @@ struct LBSSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-sim",
         abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
-        subcommands: [Powerwall.self]
+        subcommands: [Powerwall.self, SolarEdge.self]
     )
 
     struct Powerwall: AsyncParsableCommand {
@@ -33,6 +33,24 @@ struct LBSSim: AsyncParsableCommand {
             ))
             let bound = try await simulator.start()
             print("powerwall simulator (\(model.rawValue)) on http://127.0.0.1:\(bound)")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        }
+    }
+
+    struct SolarEdge: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "solaredge", abstract: "The SolarEdge Monitoring API v2 (plain HTTP).")
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "Folder of recorded responses.") var fixtures = "Tests/Fixtures/solaredge"
+        @Option(help: "File holding the accepted API key (default: the LBS_SIM_API_KEY variable, else 'solaredge').")
+        var apiKeyFile: String?
+
+        func run() async throws {
+            let key = try apiKeyFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
+                ?? ProcessInfo.processInfo.environment["LBS_SIM_API_KEY"] ?? "solaredge"
+            let simulator = try SolarEdgeSimulator(configuration: .init(apiKey: key, fixtures: fixtures, port: port))
+            try await simulator.start()
+            print("solaredge simulator on \(await simulator.baseURL) (site \(simulator.siteID))")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
         }
     }

@@ -3,6 +3,7 @@ import VendorDemo
 import VendorGreenButton
 import VendorKit
 import VendorPowerwall
+import VendorSolarEdge
 
 /// Every vendor type the gateway can run. A vendor is its folder (a target named `Vendor<Name>`, listed in
 /// `Package.swift`'s `vendors`) and one line here; nothing else in the gateway knows it.
@@ -13,5 +14,6 @@ public enum VendorRegistry {
         ConsciousnessVendorFactory.self,
         PowerwallVendorFactory.self,
         GreenButtonVendorFactory.self,
+        SolarEdgeVendorFactory.self,
     ]
 }

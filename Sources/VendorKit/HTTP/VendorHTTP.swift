@@ -239,12 +239,15 @@ public final class VendorHTTP: Sendable {
     /// or an API whose URL answers 404. The wait doubles from `holdOffBase` with each repeat, up to
     /// `holdOffCap`; the vendor is `down` with `next_attempt` set, and held calls throw `error` unchanged.
     /// `duration` replaces the doubling back-off when the vendor's own rule fixes the pause (a Powerwall's
-    /// 5-minute cooldown after 429 or 503).
+    /// 5-minute cooldown after 429 or 503). While a hold-off runs, further calls change nothing: the error a held
+    /// call throws may come back here, and it must not push the next attempt further away.
     public func holdOff(after error: GatewayError, for duration: Duration? = nil) {
         let error = redactor.redact(error)
         let now = time.now()
         let wallNow = self.now()
         tracking.withLock { tracking in
+            // A call refused while held never reached the vendor: it tells nothing new and must not extend the wait.
+            if let until = tracking.heldUntil, now < until { return }
             tracking.holdOffs += 1
             let factor = Double(sign: .plus, exponent: min(tracking.holdOffs - 1, 30), significand: 1)
             let wait = duration ?? min(holdOffCap, .clampedSeconds(holdOffBase.inSeconds * factor))
