@@ -197,6 +197,7 @@ public enum ConfigLoader {
                 guard let type, let id else { continue }
                 var settings = VendorSettings(type: type, id: id, pollInterval: poll, options: item, path: path)
                 if let maxDevices { settings.maxDevices = Int(maxDevices) }
+                settings.energyHome = readEnergyHome(item["energy_home"], at: "\(path).energy_home", reader: &reader)
                 settings.baseDirectory = baseDirectory
                 VendorCatalog.validate(settings, reader: &reader, environment: environment)
                 vendors.append(settings)
@@ -205,6 +206,29 @@ public enum ConfigLoader {
             reader.problem("vendors", "expected a list, found \(other.kindName)", fix: "write each vendor as a '- type: …' item")
         }
         return GatewayConfig(mqtt: mqtt, homeAssistant: ha, storage: storage, commands: commands, logLevel: logLevel, vendors: vendors)
+    }
+
+    /// `energy_home: true|false|[keys]`: which energy keys an entry adds to `<base>/energy/home`.
+    static func readEnergyHome(_ node: ConfigNode?, at path: String, reader: inout ConfigReader) -> Set<String>? {
+        let known = HomeViews.powerKeys + HomeViews.counterKeys + ["battery_level"]
+        switch node {
+        case .none, .null?:
+            return nil
+        case .scalar?:
+            return reader.bool(node, at: path).map { $0 ? nil : [] } ?? nil
+        case .sequence(let items)?:
+            var keys: Set<String> = []
+            for (index, item) in items.enumerated() {
+                guard let key = reader.string(item, at: "\(path)[\(index)]") else { continue }
+                if known.contains(key) { keys.insert(key) } else {
+                    reader.problem("\(path)[\(index)]", "'\(key)' is not a key of energy/home", fix: "use keys from: \(known.joined(separator: ", "))")
+                }
+            }
+            return keys
+        case let other?:
+            reader.problem(path, "expected true, false or a list of keys, found \(other.kindName)", fix: "e.g. energy_home: [grid_power, battery_power, battery_level]")
+            return nil
+        }
     }
 
     /// `storage.retention`; every key is optional and defaults to seeds 004 §6.

@@ -43,21 +43,23 @@ enum HomeViews {
 
     /// Sums over every energy device. Grid is + import / − export, battery + discharge / − charge;
     /// home consumption is derived from the flows when no device reports it.
-    static func energy(devices: [DeviceID: Device], states: [DeviceID: DeviceState]) -> JSON? {
+    /// `allowed`: per vendor, the keys its devices may add (`energy_home`; absent: all).
+    static func energy(devices: [DeviceID: Device], states: [DeviceID: DeviceState], allowed: [String: Set<String>] = [:]) -> JSON? {
         var sums: [String: Double] = [:]
         var levels: [Double] = []
         var sources: [String] = []
         var newest: Date?
         for (id, device) in devices.sorted(by: { $0.key < $1.key }) where device.keys.contains(where: energyKeys.contains) {
             guard let state = states[id] else { continue }
+            let permitted = allowed[device.vendorID]
             var contributed = false
-            for key in powerKeys + counterKeys {
+            for key in powerKeys + counterKeys where permitted?.contains(key) ?? true {
                 if let value = state[key]?.number {
                     sums[key, default: 0] += value
                     contributed = true
                 }
             }
-            if let level = state["battery_level"]?.number {
+            if permitted?.contains("battery_level") ?? true, let level = state["battery_level"]?.number {
                 levels.append(level)
                 contributed = true
             }

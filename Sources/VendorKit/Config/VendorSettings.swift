@@ -12,6 +12,9 @@ public struct VendorSettings: Sendable {
     public var path: String
     /// The config file's directory: relative paths in the entry (`password_file`) are relative to it.
     public var baseDirectory: String = ""
+    /// `energy_home`: the keys this entry's devices add to `<base>/energy/home` (nil: every energy key they
+    /// report; empty: none), so two devices measuring the same flow are not counted twice.
+    public var energyHome: Set<String>?
 
     public init(type: String, id: String, pollInterval: Double? = nil, options: ConfigNode = .mapping([]), path: String = "vendors[0]") {
         self.type = type
@@ -24,7 +27,7 @@ public struct VendorSettings: Sendable {
 
 extension VendorSettings {
     /// Keys every entry has, read by the gateway before the vendor's factory sees the entry.
-    public static let commonKeys = ["type", "id", "poll_interval", "max_devices"]
+    public static let commonKeys = ["type", "id", "poll_interval", "max_devices", "energy_home"]
 
     /// `poll_interval` from the entry, or the vendor's default.
     public func pollInterval(default seconds: Double) -> Duration {

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import VendorKit
 
 /// The home-level views: `<base>/energy/home` (sums of the energy devices) and
 /// `<base>/environment/<room>` (a room's readings). Coalesced: a burst of readings gives one update.
@@ -16,8 +17,14 @@ final class HomeViewsPublisher: GatewayExtension {
     /// How long readings are gathered before the views go out.
     static let coalesceWindow = Duration.milliseconds(200)
 
+    /// `energy_home` per vendor id: the keys its devices add to `energy/home`.
+    private let allowedEnergyKeys: [String: Set<String>]
+
     init(hub: GatewayHub) {
         self.hub = hub
+        var allowed: [String: Set<String>] = [:]
+        for vendor in hub.config.vendors { if let keys = vendor.energyHome { allowed[vendor.id] = keys } }
+        allowedEnergyKeys = allowed
     }
 
     func handle(_ event: HubEvent) {
@@ -44,7 +51,8 @@ final class HomeViewsPublisher: GatewayExtension {
 
     private func index(_ device: Device) {
         if let old = deviceInfo[device.id]?.room, old != device.roomSlug { roomMembers[old]?.remove(device.id) }
-        let info = (feedsEnergy: device.keys.contains(where: HomeViews.energyKeys.contains),
+        let permitted = allowedEnergyKeys[device.vendorID]
+        let info = (feedsEnergy: device.keys.contains { HomeViews.energyKeys.contains($0) && (permitted?.contains($0) ?? true) },
                     feedsEnvironment: device.keys.contains(where: HomeViews.environmentKeys.contains), room: device.roomSlug)
         deviceInfo[device.id] = info
         if info.feedsEnergy { energyDevices.insert(device.id) } else { energyDevices.remove(device.id) }
@@ -66,7 +74,7 @@ final class HomeViewsPublisher: GatewayExtension {
         let topics = hub.topics
         if energyDirty {
             energyDirty = false
-            let energy = HomeViews.energy(devices: devices(in: energyDevices), states: hub.states)
+            let energy = HomeViews.energy(devices: devices(in: energyDevices), states: hub.states, allowed: allowedEnergyKeys)
             if let payload = energy {
                 hub.transport.publish(topics.energyHome, payload.render(), qos: 0, retain: true)
             }
