@@ -14,6 +14,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Powerwall", []),
     ("GreenButton", []),
     ("SolarEdge", []),
+    ("Enphase", []),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 

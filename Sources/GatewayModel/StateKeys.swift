@@ -92,6 +92,8 @@ public enum StateKeys {
     public static let waterFlow = KeySpec("water_flow", label: "Water flow", unit: "L/min", kind: .number(min: 0, max: nil), series: .measurement, category: .energy)
     public static let waterVolume = KeySpec("water_volume", label: "Water", unit: "L", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
     public static let gasVolume = KeySpec("gas_volume", label: "Gas", unit: "m³", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
+    /// The highest power a producer (a microinverter) has reported.
+    public static let maxPower = KeySpec("max_power", label: "Peak power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
     /// The site's connection to the grid (a battery system that can island).
     public static let gridStatus = KeySpec(
         "grid_status", label: "Grid status", kind: .enumeration(["connected", "islanded", "transitioning", "waiting"]), category: .energy
@@ -119,7 +121,7 @@ public enum StateKeys {
         temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion,
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
-        waterFlow, waterVolume, gasVolume, gridStatus, backupReserve, operationMode,
+        waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, operationMode,
         battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
     ]
 

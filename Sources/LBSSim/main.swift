@@ -9,7 +9,7 @@ struct LBSSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-sim",
         abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
-        subcommands: [Powerwall.self, SolarEdge.self]
+        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self]
     )
 
     struct Powerwall: AsyncParsableCommand {
@@ -51,6 +51,24 @@ struct LBSSim: AsyncParsableCommand {
             let simulator = try SolarEdgeSimulator(configuration: .init(apiKey: key, fixtures: fixtures, port: port))
             try await simulator.start()
             print("solaredge simulator on \(await simulator.baseURL) (site \(simulator.siteID))")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        }
+    }
+
+    struct Enphase: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "An Enphase IQ Gateway (Envoy) serving a recorded firmware folder (plain HTTP).")
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "A recorded firmware folder.") var folder = "Tests/Fixtures/enphase/7.6.175_with_cts"
+        @Option(help: "File holding the accepted owner token (default: the LBS_SIM_TOKEN variable, else 'enphase').")
+        var tokenFile: String?
+
+        func run() async throws {
+            let token = try tokenFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
+                ?? ProcessInfo.processInfo.environment["LBS_SIM_TOKEN"] ?? "enphase"
+            let simulator = try EnphaseSimulator(folder: folder, token: token, port: port)
+            let bound = try await simulator.start()
+            print("enphase simulator (\(folder)) on http://127.0.0.1:\(bound)")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
         }
     }

@@ -1,5 +1,6 @@
 import VendorConsciousness
 import VendorDemo
+import VendorEnphase
 import VendorGreenButton
 import VendorKit
 import VendorPowerwall
@@ -15,5 +16,6 @@ public enum VendorRegistry {
         PowerwallVendorFactory.self,
         GreenButtonVendorFactory.self,
         SolarEdgeVendorFactory.self,
+        EnphaseVendorFactory.self,
     ]
 }

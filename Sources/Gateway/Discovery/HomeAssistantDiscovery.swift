@@ -331,7 +331,7 @@ enum SensorMapping {
         "temperature": "temperature", "humidity": "humidity", "co2": "carbon_dioxide",
         "voc": "volatile_organic_compounds", "voc_ppb": "volatile_organic_compounds_parts",
         "pm25": "pm25", "pm10": "pm10", "illuminance": "illuminance",
-        "power": "power", "solar_power": "power", "grid_power": "power", "battery_power": "power", "home_power": "power",
+        "power": "power", "max_power": "power", "solar_power": "power", "grid_power": "power", "battery_power": "power", "home_power": "power",
         "energy": "energy", "solar_energy": "energy", "grid_import_energy": "energy", "grid_export_energy": "energy",
         "battery_charge_energy": "energy", "battery_discharge_energy": "energy", "home_energy": "energy",
         "battery_level": "battery", "battery": "battery",

@@ -137,6 +137,15 @@ public final class VendorHTTP: Sendable {
         )
     }
 
+    /// A new libcurl client for one vendor instance; a failure to start it is the gateway's, not the vendor's.
+    public static func newClient() throws(GatewayError) -> HTTPClient {
+        do {
+            return try HTTPClient()
+        } catch {
+            throw GatewayError.internal("could not start the HTTP client: \(error.message)")
+        }
+    }
+
     // MARK: Calls
 
     /// Sends `request` resiliently; returns the response once the classifier accepts its status.

@@ -70,12 +70,7 @@ public final class ConsciousnessVendor: Vendor {
         clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
         pinStore: (any TLSPinStore)? = nil, logger: Logger = Logger(label: "lbs-gateway.vendor")
     ) throws(GatewayError) {
-        let client: HTTPClient
-        do {
-            client = try HTTPClient()
-        } catch {
-            throw GatewayError.internal("could not start the HTTP client: \(error.message)")
-        }
+        let client = try VendorHTTP.newClient()
         self.init(
             instanceID: instanceID, options: options, sink: sink, client: client, time: TimeSource(clock), now: now,
             pinStore: pinStore, logger: logger

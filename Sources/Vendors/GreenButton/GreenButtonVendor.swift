@@ -39,8 +39,7 @@ public final class GreenButtonVendor: Vendor {
         self.time = TimeSource(context.clock)
         self.now = context.now
         if case .connect(let network, let token) = options.source {
-            let client: HTTPClient
-            do { client = try HTTPClient() } catch { throw GatewayError.internal("could not start the HTTP client: \(error.message)") }
+            let client = try VendorHTTP.newClient()
             let http = VendorHTTP(
                 vendorID: instanceID, client: client, settings: VendorHTTP.Settings(network), sink: sink, time: time, now: context.now,
                 pinStore: context.pinStore, logger: context.logger

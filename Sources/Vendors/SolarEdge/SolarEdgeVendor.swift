@@ -29,8 +29,7 @@ public final class SolarEdgeVendor: Vendor {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
-        let client: HTTPClient
-        do { client = try HTTPClient() } catch { throw GatewayError.internal("could not start the HTTP client: \(error.message)") }
+        let client = try VendorHTTP.newClient()
         http = VendorHTTP(
             vendorID: instanceID, client: client, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink,
             time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger

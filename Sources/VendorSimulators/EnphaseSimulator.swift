@@ -1,0 +1,100 @@
+import FlyingFox
+import Foundation
+import SimulatorKit
+import Synchronization
+
+/// An Enphase IQ Gateway (Envoy) on loopback serving one of pyenphase's recorded firmware folders
+/// (`Tests/Fixtures/enphase/<firmware>`): `/info` as XML without authentication; from firmware 7 on the owner
+/// token as a bearer or the `sessionId` cookie `/auth/check_jwt` sets; a path it does not serve answers with a
+/// redirect to an error page, as the real one does; `stop()` plays the nightly outage.
+public final class EnphaseSimulator: Sendable {
+    private struct State {
+        var sessions: Set<String> = []
+        var requests: [String: Int] = [:]
+        var tokenChecks = 0
+    }
+
+    public let folder: String
+    public let token: String
+    private let server: SimServer
+    private let needsToken: Bool
+    private let state = Mutex(State())
+
+    /// `folder`: a recorded firmware folder; `token`: the owner token it accepts (firmware 7 and later).
+    public init(folder: String, token: String, port: UInt16 = 0) throws {
+        self.folder = folder
+        self.token = token
+        server = SimServer(port: port)
+        guard let info = FileManager.default.contents(atPath: folder + "/info") else {
+            throw SimulatorError(code: "sim.fixture_missing", message: "no info file in \(folder)")
+        }
+        let text = String(decoding: info, as: UTF8.self)
+        let software = text.range(of: "<software>").map { text[$0.upperBound...].prefix { $0 != "<" } } ?? ""
+        let major = Int(software.drop { !$0.isNumber }.prefix { $0.isNumber }) ?? 0
+        needsToken = major >= 7 || text.contains("<web-tokens>true</web-tokens>")
+    }
+
+    @discardableResult
+    public func start() async throws(SimulatorError) -> UInt16 {
+        try await server.start { [self] request in await handle(request) }
+    }
+
+    public func stop() async { await server.stop() }
+
+    public var baseURL: String { get async { await server.baseURL } }
+
+    public var requests: [String: Int] { state.withLock { $0.requests } }
+    public var tokenChecks: Int { state.withLock { $0.tokenChecks } }
+
+    /// Ends every session: the next request with the old cookie gets 401.
+    public func expireSessions() { state.withLock { $0.sessions.removeAll() } }
+
+    private func handle(_ request: FlyingFox.HTTPRequest) async -> FlyingFox.HTTPResponse {
+        let path = request.path
+        state.withLock { $0.requests[path, default: 0] += 1 }
+        if path == "/info" { return file("info", contentType: "application/xml") ?? notServed }
+        if path == "/auth/check_jwt" {
+            guard request.headers[.authorization] == "Bearer \(token)" else { return unauthorized }
+            let session = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            state.withLock { state in
+                state.sessions.insert(session)
+                state.tokenChecks += 1
+            }
+            var response = SimResponse.text("<!DOCTYPE html><h2>Valid token.</h2>", status: .ok, contentType: "text/html")
+            response.headers[HTTPHeader("Set-Cookie")] = "sessionId=\(session); HttpOnly; Path=/"
+            return response
+        }
+        if needsToken, !authorized(request) { return unauthorized }
+        let name = String(path.dropFirst()).replacingOccurrences(of: "/", with: "_")
+        let isJSON = name.hasSuffix(".json") || !name.contains(".")
+        return file(name, contentType: isJSON ? "application/json" : "text/html") ?? notServed
+    }
+
+    private func authorized(_ request: FlyingFox.HTTPRequest) -> Bool {
+        if request.headers[.authorization] == "Bearer \(token)" { return true }
+        guard let cookies = request.headers[HTTPHeader("Cookie")] else { return false }
+        let presented = cookies.split(separator: ";").compactMap { part -> String? in
+            let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            return pair.count == 2 && pair[0] == "sessionId" ? pair[1] : nil
+        }
+        return state.withLock { state in presented.contains { state.sessions.contains($0) } }
+    }
+
+    private func file(_ name: String, contentType: String) -> FlyingFox.HTTPResponse? {
+        guard !name.hasSuffix("_log.json"), let data = FileManager.default.contents(atPath: folder + "/" + name) else { return nil }
+        let text = String(decoding: data, as: UTF8.self)
+        // A recorded HTML page (production.json on firmware 3.9) is served as the Envoy served it.
+        let html = text.drop { $0.isWhitespace }.first == "<"
+        return SimResponse.text(text, status: .ok, contentType: html && contentType != "application/xml" ? "text/html" : contentType)
+    }
+
+    private var notServed: FlyingFox.HTTPResponse {
+        var response = SimResponse.text("", status: HTTPStatusCode(301, phrase: "Moved Permanently"))
+        response.headers[HTTPHeader("Location")] = "/home"
+        return response
+    }
+
+    private var unauthorized: FlyingFox.HTTPResponse {
+        SimResponse.text("<html><body><h1>401 Unauthorized</h1></body></html>", status: .unauthorized, contentType: "text/html")
+    }
+}

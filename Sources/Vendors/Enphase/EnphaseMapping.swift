@@ -1,0 +1,62 @@
+import GatewayModel
+
+/// The Envoy's responses → the gateway's keys, taking values from the source pyenphase takes them from, so a
+/// user switching from Home Assistant's Enphase integration sees the same numbers:
+/// - solar: `production.json`'s `eim` production entry when a production CT is enabled (`/ivp/meters`),
+///   otherwise `/api/v1/production` (the inverters). Negative night-time values are real and kept.
+/// - with consumption CTs: `total-consumption` → `home_power`/`home_energy`; `net-consumption` → `grid_power`
+///   (+ import / − export), and its meter's delivered/received energy (`/ivp/meters/readings`) →
+///   `grid_import_energy`/`grid_export_energy`.
+/// - an AC Battery (`storage` `acb` entry with active units) → `battery_level` and `battery_power` (+ discharge).
+enum EnphaseMapping {
+    struct Reading: Sendable {
+        var production: WireProductionJSON?
+        var v1: WireV1Production?
+        var meters: [WireMeterConfig]?
+        var readings: [WireMeterReading]?
+    }
+
+    static func enabledMeter(_ type: String, in meters: [WireMeterConfig]?) -> WireMeterConfig? {
+        meters?.first { $0.measurementType == type && $0.state == "enabled" }
+    }
+
+    static func state(_ reading: Reading) -> [String: StateValue] {
+        var values: [String: StateValue] = [:]
+        func set(_ key: String, _ value: Double?, scale: Double = 1, places: Double = 1000) {
+            guard let value, value.isFinite else { return }
+            values[key] = .number((value * scale * places).rounded() / places)
+        }
+        let eim = reading.production?.production?.first { $0.type == "eim" && $0.measurementType == "production" && ($0.activeCount ?? 0) > 0 }
+        if let eim, enabledMeter("production", in: reading.meters) != nil || reading.meters == nil {
+            set("solar_power", eim.wNow)
+            set("solar_energy", eim.whLifetime, scale: 0.001)
+        } else if let v1 = reading.v1 {
+            set("solar_power", v1.wattsNow)
+            set("solar_energy", v1.wattHoursLifetime, scale: 0.001)
+        }
+        let consumption = reading.production?.consumption ?? []
+        if let total = consumption.first(where: { $0.type == "eim" && $0.measurementType == "total-consumption" && ($0.activeCount ?? 0) > 0 }) {
+            set("home_power", total.wNow)
+            set("home_energy", total.whLifetime, scale: 0.001)
+        }
+        if let net = consumption.first(where: { $0.type == "eim" && $0.measurementType == "net-consumption" && ($0.activeCount ?? 0) > 0 }) {
+            set("grid_power", net.wNow)
+            if let meter = enabledMeter("net-consumption", in: reading.meters), let readings = reading.readings?.first(where: { $0.eid == meter.eid }) {
+                set("grid_import_energy", readings.actEnergyDlvd, scale: 0.001)
+                set("grid_export_energy", readings.actEnergyRcvd, scale: 0.001)
+            }
+        }
+        if let battery = reading.production?.storage?.first(where: { $0.type == "acb" && ($0.activeCount ?? 0) > 0 }) {
+            set("battery_level", battery.percentFull, places: 10)
+            set("battery_power", battery.wNow, places: 10)
+        }
+        return values
+    }
+
+    static func device(vendorID: String, info: EnphaseInfo, keys: [String]) -> Device {
+        Device(
+            vendorID: vendorID, vendorDeviceID: info.serial, name: "Envoy \(info.serial)", type: .energyMeter, manufacturer: "Enphase",
+            model: "IQ Gateway", swVersion: info.firmware, serialNumber: info.serial, writableKeys: [], keys: keys
+        )
+    }
+}

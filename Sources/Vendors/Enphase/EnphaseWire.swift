@@ -1,0 +1,75 @@
+import Foundation
+
+/// The IQ Gateway's (Envoy's) local JSON, as pyenphase's recorded firmwares 3.9, 7.6 and 8.2 serve it.
+
+/// `/production.json?details=1`: `production`, `consumption` and `storage` entries.
+struct WireProductionJSON: Decodable, Sendable {
+    struct Entry: Decodable, Sendable {
+        var type: String?
+        var measurementType: String?
+        var activeCount: Int?
+        var wNow: Double?
+        var whLifetime: Double?
+        var percentFull: Double?
+        var state: String?
+    }
+
+    var production: [Entry]?
+    var consumption: [Entry]?
+    var storage: [Entry]?
+}
+
+/// `/api/v1/production`: the inverters' totals (every firmware).
+struct WireV1Production: Decodable, Sendable {
+    var wattsNow: Double?
+    var wattHoursLifetime: Double?
+}
+
+/// `/api/v1/production/inverters`.
+struct WireInverter: Decodable, Sendable {
+    var serialNumber: String
+    var lastReportWatts: Double?
+    var maxReportWatts: Double?
+}
+
+/// `/ivp/meters`: which current transformers are installed and enabled.
+struct WireMeterConfig: Decodable, Sendable {
+    var eid: Int64
+    var state: String?
+    var measurementType: String?
+}
+
+/// `/ivp/meters/readings`: per meter, energy delivered (imported) and received (exported), in Wh.
+struct WireMeterReading: Decodable, Sendable {
+    var eid: Int64
+    var activePower: Double?
+    var actEnergyDlvd: Double?
+    var actEnergyRcvd: Double?
+}
+
+/// `/info` (XML, no authentication): serial, firmware, whether it wants tokens.
+struct EnphaseInfo: Sendable, Equatable {
+    var serial: String
+    var firmware: String
+    var partNumber: String?
+    var webTokens: Bool
+
+    /// The firmware's major version: `D7.6.175` → 7, `R3.9.36` → 3.
+    var majorVersion: Int {
+        Int(firmware.drop { !$0.isNumber }.prefix { $0.isNumber }) ?? 0
+    }
+
+    /// Firmware 7 and later want the owner token; earlier ones serve the data without it.
+    var needsToken: Bool { webTokens || majorVersion >= 7 }
+
+    /// Reads the few tags the gateway needs; nil unless there is a serial number.
+    static func parse(_ xml: String) -> EnphaseInfo? {
+        func tag(_ name: String) -> String? {
+            guard let open = xml.range(of: "<\(name)>"), let close = xml.range(of: "</\(name)>", range: open.upperBound..<xml.endIndex) else { return nil }
+            let value = xml[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespacesAndNewlines)
+            return value.isEmpty ? nil : value
+        }
+        guard let serial = tag("sn"), serial.allSatisfy(\.isNumber) else { return nil }
+        return EnphaseInfo(serial: serial, firmware: tag("software") ?? "", partNumber: tag("pn"), webTokens: tag("web-tokens") == "true")
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import GatewayModel
+import GatewayTesting
+import Testing
+import VendorKit
+@testable import VendorEnphase
+import VendorSimulators
+import VendorTesting
+
+/// `type: enphase` against pyenphase's recorded firmware folders (Tests/Fixtures/enphase), each served by the
+/// simulator: the published numbers are the numbers in the files, taken from the source pyenphase takes them from.
+@Suite struct EnphaseTests {
+    static let token = "eyJhbGciOiJFUzI1NiJ9.eyJhdWQiOiIxMjIyMzgwODI3NjMiLCJlbnBoYXNlVXNlciI6Im93bmVyIn0.c2ln"
+
+    func start(_ folder: String, token: String? = EnphaseTests.token, inverters: Bool = false) async throws -> (EnphaseSimulator, EnphaseVendor, EventLog) {
+        let simulator = try EnphaseSimulator(folder: Fixtures.path("enphase", folder), token: Self.token)
+        try await simulator.start()
+        let log = EventLog()
+        let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(5), pollInterval: .seconds(60))
+        let vendor = try EnphaseVendor(instanceID: "envoy", options: EnphaseOptions(network: network, token: token.map(VendorSecret.init), inverters: inverters),
+                                       sink: log.sink, context: VendorContext(clock: ManualClock()))
+        return (simulator, vendor, log)
+    }
+
+    func json(_ folder: String, _ file: String) throws -> Any {
+        try JSONSerialization.jsonObject(with: Fixtures.data("enphase", "\(folder)/\(file)"))
+    }
+
+    func entry(_ object: Any, _ section: String, _ type: String, _ measurement: String?) throws -> [String: Any] {
+        let entries = try #require((object as? [String: Any])?[section] as? [[String: Any]])
+        return try #require(entries.first { $0["type"] as? String == type && $0["measurementType"] as? String == measurement })
+    }
+
+    @Test func firmware3WithoutCTsGivesTheInvertersProduction() async throws {
+        let (simulator, vendor, log) = try await start("3.9.36", token: nil)
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        let device = try #require(log.inventories.last?.first)
+        #expect(device.id.rawValue == "envoy_121426016034" && device.swVersion == "R3.9.36")
+        let v1 = try #require(try json("3.9.36", "api_v1_production") as? [String: Any])
+        #expect(log.states[device.id] == [
+            "solar_power": .number(try #require(v1["wattsNow"] as? Double)),
+            "solar_energy": .number(try #require(v1["wattHoursLifetime"] as? Double) / 1000),
+        ])
+        #expect(simulator.tokenChecks == 0, "firmware 3 needs no token")
+    }
+
+    @Test(arguments: ["7.6.175_with_cts", "8.2.4382_ACB"])
+    func meteredFirmwareGivesTheCTValues(folder: String) async throws {
+        let (simulator, vendor, log) = try await start(folder)
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        let device = try #require(log.inventories.last?.first)
+        let production = try json(folder, "production.json")
+        let solar = try entry(production, "production", "eim", "production")
+        let home = try entry(production, "consumption", "eim", "total-consumption")
+        let net = try entry(production, "consumption", "eim", "net-consumption")
+        let meters = try #require(try json(folder, "ivp_meters") as? [[String: Any]])
+        let netEID = try #require(meters.first { $0["measurementType"] as? String == "net-consumption" }?["eid"] as? Int)
+        let readings = try #require(try json(folder, "ivp_meters_readings") as? [[String: Any]])
+        let netReading = try #require(readings.first { $0["eid"] as? Int == netEID })
+        func rounded(_ value: Any?, _ scale: Double = 1) throws -> StateValue {
+            .number(((try #require(value as? Double)) * scale * 1000).rounded() / 1000)
+        }
+        var expected: [String: StateValue] = [
+            "solar_power": try rounded(solar["wNow"]), "solar_energy": try rounded(solar["whLifetime"], 0.001),
+            "home_power": try rounded(home["wNow"]), "home_energy": try rounded(home["whLifetime"], 0.001),
+            "grid_power": try rounded(net["wNow"]),
+            "grid_import_energy": try rounded(netReading["actEnergyDlvd"], 0.001), "grid_export_energy": try rounded(netReading["actEnergyRcvd"], 0.001),
+        ]
+        if let battery = ((production as? [String: Any])?["storage"] as? [[String: Any]])?.first(where: { ($0["activeCount"] as? Int ?? 0) > 0 }) {
+            expected["battery_level"] = .number(Double(try #require(battery["percentFull"] as? Int)))
+            expected["battery_power"] = .number(Double(try #require(battery["wNow"] as? Int)))
+        }
+        #expect(log.states[device.id] == expected)
+        #expect(simulator.tokenChecks == 1)
+        if folder == "7.6.175_with_cts" {
+            #expect(log.states[device.id]?["grid_power"] == .number(-11.468), "exporting: − export")
+            #expect(expected["battery_level"] == nil)
+        } else {
+            #expect(log.states[device.id]?["battery_level"] == .number(25) && log.states[device.id]?["battery_power"] == .number(260))
+        }
+    }
+
+    @Test func anExpiredSessionIsCoveredByTheTokenAndAMissingOrRefusedTokenIsSaidPlainly() async throws {
+        let (simulator, vendor, log) = try await start("7.6.175_with_cts")
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        simulator.expireSessions()
+        // Every request carries the bearer token too, as pyenphase's do: a lost session cookie costs nothing.
+        try await vendor.poll()
+        #expect(simulator.tokenChecks == 1 && vendor.http.health.lastError == nil)
+        #expect(log.states.values.first?["solar_power"] != nil)
+
+        let (plain, noToken, _) = try await start("7.6.175_with_cts", token: nil)
+        defer { Task { await plain.stop() } }
+        let missing = await gatewayError { try await noToken.poll() }
+        #expect(missing?.code == .authFailed && missing?.suggestion.contains("token_file") == true)
+
+        let (other, wrong, _) = try await start("8.2.4382_ACB", token: "not-the-token")
+        defer { Task { await other.stop() } }
+        let refused = await gatewayError { try await wrong.poll() }
+        #expect(refused?.code == .authFailed && refused?.message.contains("refused the owner token") == true)
+        #expect(refused?.message.contains("not-the-token") == false)
+    }
+
+    @Test func inverterDevicesAreOptIn() async throws {
+        let (simulator, vendor, log) = try await start("8.2.4382_ACB", inverters: true)
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        let list = try #require(try json("8.2.4382_ACB", "api_v1_production_inverters") as? [[String: Any]])
+        let devices = try #require(log.inventories.last)
+        #expect(devices.count == 1 + list.count)
+        let first = try #require(list.first)
+        let id = DeviceID(vendorInstance: "envoy", vendorDeviceID: try #require(first["serialNumber"] as? String))
+        #expect(log.states[id]?["power"] == .number(Double(try #require(first["lastReportWatts"] as? Int))))
+        #expect(log.states[id]?["max_power"] == .number(Double(try #require(first["maxReportWatts"] as? Int))))
+    }
+
+    @Test func theInfoXMLIsRead() throws {
+        let info = try #require(EnphaseInfo.parse(String(decoding: try Fixtures.data("enphase", "7.6.175_with_cts/info"), as: UTF8.self)))
+        #expect(info.serial == "122238082763" && info.firmware == "D7.6.175" && info.majorVersion == 7 && info.needsToken)
+        let old = try #require(EnphaseInfo.parse(String(decoding: try Fixtures.data("enphase", "3.9.36/info"), as: UTF8.self)))
+        #expect(old.majorVersion == 3 && !old.needsToken)
+        #expect(EnphaseInfo.parse("<html>not an envoy</html>") == nil)
+    }
+
+    @Test func theEnlightenLoginIsRefusedWithTheWayToAToken() {
+        var reader = ConfigReader()
+        let entry = VendorSettings(type: "enphase", id: "envoy", options: .mapping([
+            (key: "url", value: .scalar("https://envoy.local", line: 1)), (key: "username", value: .scalar("me@example.com", line: 2)),
+        ]))
+        _ = EnphaseVendorFactory.parse(entry, reader: &reader, environment: [:])
+        #expect(reader.problems.map(\.path) == ["vendors[0].username"])
+        var fine = ConfigReader()
+        let options = EnphaseVendorFactory.parse(VendorSettings(type: "enphase", id: "envoy", options: .mapping([(key: "url", value: .scalar("https://envoy.local", line: 1))])),
+                                                 reader: &fine, environment: ["LBS_ENVOY_TOKEN": "jwt"])
+        #expect(options?.network.tls == .firstUse && options?.token?.reveal() == "jwt" && options?.network.timeout == .seconds(45))
+    }
+}
