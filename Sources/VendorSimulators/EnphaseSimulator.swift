@@ -16,6 +16,8 @@ public final class EnphaseSimulator: Sendable {
 
     public let folder: String
     public let token: String
+    /// The gateway's serial (from the recorded `/info`): a token Enlighten issued for it is accepted too.
+    public let serial: String
     private let server: SimServer
     private let needsToken: Bool
     private let state = Mutex(State())
@@ -32,6 +34,7 @@ public final class EnphaseSimulator: Sendable {
         let software = text.range(of: "<software>").map { text[$0.upperBound...].prefix { $0 != "<" } } ?? ""
         let major = Int(software.drop { !$0.isNumber }.prefix { $0.isNumber }) ?? 0
         needsToken = major >= 7 || text.contains("<web-tokens>true</web-tokens>")
+        serial = text.range(of: "<sn>").map { String(text[$0.upperBound...].prefix { $0 != "<" }) } ?? ""
     }
 
     @discardableResult
@@ -54,7 +57,7 @@ public final class EnphaseSimulator: Sendable {
         state.withLock { $0.requests[path, default: 0] += 1 }
         if path == "/info" { return file("info", contentType: "application/xml") ?? notServed }
         if path == "/auth/check_jwt" {
-            guard request.headers[.authorization] == "Bearer \(token)" else { return unauthorized }
+            guard let header = request.headers[.authorization], header.hasPrefix("Bearer "), accepts(String(header.dropFirst(7))) else { return unauthorized }
             let session = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             state.withLock { state in
                 state.sessions.insert(session)
@@ -71,13 +74,24 @@ public final class EnphaseSimulator: Sendable {
     }
 
     private func authorized(_ request: FlyingFox.HTTPRequest) -> Bool {
-        if request.headers[.authorization] == "Bearer \(token)" { return true }
+        if let header = request.headers[.authorization], header.hasPrefix("Bearer "), accepts(String(header.dropFirst(7))) { return true }
         guard let cookies = request.headers[HTTPHeader("Cookie")] else { return false }
         let presented = cookies.split(separator: ";").compactMap { part -> String? in
             let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             return pair.count == 2 && pair[0] == "sessionId" ? pair[1] : nil
         }
         return state.withLock { state in presented.contains { state.sessions.contains($0) } }
+    }
+
+    /// The configured token, or an unexpired one issued for this serial (`EnlightenSimulator.token`).
+    private func accepts(_ presented: String) -> Bool {
+        if presented == token { return true }
+        let parts = presented.split(separator: ".")
+        guard parts.count == 3 else { return false }
+        var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while payload.count % 4 != 0 { payload += "=" }
+        guard let data = Data(base64Encoded: payload), let claims = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return false }
+        return claims["aud"] as? String == serial && (claims["exp"] as? Double).map { $0 > Date().timeIntervalSince1970 } == true
     }
 
     private func file(_ name: String, contentType: String) -> FlyingFox.HTTPResponse? {

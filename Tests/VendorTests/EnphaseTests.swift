@@ -124,17 +124,68 @@ import VendorTesting
         #expect(old.majorVersion == 3 && !old.needsToken)
         #expect(EnphaseInfo.parse("<html>not an envoy</html>") == nil)
     }
+}
 
-    @Test func theEnlightenLoginIsRefusedWithTheWayToAToken() {
-        var reader = ConfigReader()
-        let entry = VendorSettings(type: "enphase", id: "envoy", options: .mapping([
-            (key: "url", value: .scalar("https://envoy.local", line: 1)), (key: "username", value: .scalar("me@example.com", line: 2)),
-        ]))
-        _ = EnphaseVendorFactory.parse(entry, reader: &reader, environment: [:])
-        #expect(reader.problems.map(\.path) == ["vendors[0].username"])
-        var fine = ConfigReader()
-        let options = EnphaseVendorFactory.parse(VendorSettings(type: "enphase", id: "envoy", options: .mapping([(key: "url", value: .scalar("https://envoy.local", line: 1))])),
-                                                 reader: &fine, environment: ["LBS_ENVOY_TOKEN": "jwt"])
-        #expect(options?.network.tls == .firstUse && options?.token?.reveal() == "jwt" && options?.network.timeout == .seconds(45))
+/// The Enlighten login: username and password get a token for the gateway's serial from Enphase's cloud
+/// (simulated), fetched again before it expires; a refused password or MFA is said plainly.
+@Suite struct EnphaseEnlightenTests {
+    func start(password: String = "cloud-pw", lifetime: Double = 31_536_000) async throws -> (EnlightenSimulator, EnphaseSimulator, EnphaseVendor, EventLog, ManualClock) {
+        let cloud = EnlightenSimulator(email: "owner@example.com", password: "cloud-pw", lifetime: lifetime)
+        try await cloud.start()
+        let envoy = try EnphaseSimulator(folder: Fixtures.path("enphase", "7.6.175_with_cts"), token: "unused")
+        try await envoy.start()
+        let log = EventLog()
+        let clock = ManualClock()
+        let login = EnphaseOptions.Enlighten(username: "owner@example.com", password: VendorSecret(password),
+                                             enlightenURL: await cloud.baseURL, entrezURL: await cloud.baseURL + "/")
+        let network = NetworkOptions(url: await envoy.baseURL, timeout: .seconds(5), pollInterval: .seconds(60))
+        let vendor = try EnphaseVendor(instanceID: "envoy", options: EnphaseOptions(network: network, token: nil, enlighten: login),
+                                       sink: log.sink, context: VendorContext(clock: clock))
+        return (cloud, envoy, vendor, log, clock)
+    }
+
+    @Test func theLoginGetsATokenForTheSerialAndRenewsItBeforeItExpires() async throws {
+        let (cloud, envoy, vendor, log, clock) = try await start(lifetime: 1000)
+        defer { Task { await cloud.stop(); await envoy.stop() } }
+        try await vendor.poll()
+        #expect(cloud.logins == 1 && cloud.tokensIssued == 1 && envoy.tokenChecks == 1)
+        #expect(log.states.values.first?["solar_power"] != nil)
+        clock.advance(by: .seconds(500))
+        try await vendor.poll()
+        #expect(cloud.tokensIssued == 1, "half its life left: kept")
+        clock.advance(by: .seconds(450))
+        try await vendor.poll()
+        #expect(cloud.tokensIssued == 2, "renewed at 90 % of its life, before it expires")
+    }
+
+    @Test func aRefusedPasswordOrMFAIsAuthFailedWithWhatToDo() async throws {
+        let (cloud, envoy, vendor, _, _) = try await start(password: "wrong-pw")
+        defer { Task { await cloud.stop(); await envoy.stop() } }
+        let refused = await gatewayError { try await vendor.poll() }
+        #expect(refused?.code == .authFailed && refused?.message.contains("Enlighten refused the login") == true)
+        #expect(refused?.message.contains("wrong-pw") == false)
+
+        let (mfaCloud, mfaEnvoy, mfaVendor, _, _) = try await start()
+        defer { Task { await mfaCloud.stop(); await mfaEnvoy.stop() } }
+        mfaCloud.requireMFA(true)
+        let mfa = await gatewayError { try await mfaVendor.poll() }
+        #expect(mfa?.code == .authFailed && mfa?.message.contains("multi-factor") == true)
+    }
+
+    @Test func theEntryTakesEitherATokenOrALogin() {
+        func parse(_ pairs: [(String, String)], environment: [String: String] = [:]) -> (EnphaseOptions?, [String]) {
+            var reader = ConfigReader()
+            let entry = VendorSettings(type: "enphase", id: "envoy", options: .mapping(
+                [(key: "url", value: .scalar("https://envoy.local", line: 1))] + pairs.map { (key: $0.0, value: ConfigNode.scalar($0.1, line: 2)) }))
+            let options = EnphaseVendorFactory.parse(entry, reader: &reader, environment: environment)
+            return (options, reader.problems.map(\.path))
+        }
+        let login = parse([("username", "me@example.com"), ("password_env", "PW"), ("entrez_url", "http://127.0.0.1:9/")], environment: ["PW": "x"])
+        #expect(login.1.isEmpty && login.0?.enlighten?.username == "me@example.com" && login.0?.enlighten?.entrezURL == "http://127.0.0.1:9/")
+        #expect(login.0?.enlighten?.enlightenURL == "https://enlighten.enphaseenergy.com")
+        #expect(parse([("username", "me@example.com")]).1 == ["vendors[0].password_file"])
+        #expect(parse([("password_env", "PW")], environment: ["PW": "x"]).1 == ["vendors[0].username"])
+        let token = parse([], environment: ["LBS_ENVOY_TOKEN": "jwt"]).0
+        #expect(token?.network.tls == .firstUse && token?.token?.reveal() == "jwt" && token?.network.timeout == .seconds(45) && token?.enlighten == nil)
     }
 }

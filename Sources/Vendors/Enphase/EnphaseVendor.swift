@@ -19,6 +19,14 @@ public final class EnphaseVendor: Vendor {
     private let sink: VendorEventSink
     private let known = Mutex(Known())
     private let session: LoginSession
+    /// The gateway's serial once `/info` was read: the Enlighten token is issued for it.
+    private let serial = SerialBox()
+
+    final class SerialBox: Sendable {
+        private let value = Mutex<String?>(nil)
+        var current: String? { value.withLock { $0 } }
+        func set(_ serial: String) { value.withLock { $0 = serial } }
+    }
 
     private struct Known {
         var info: EnphaseInfo?
@@ -36,7 +44,16 @@ public final class EnphaseVendor: Vendor {
             time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
         )
         if let token = options.token { http.redactor.set("token", token.reveal()) }
-        session = Self.makeSession(http: http, options: options)
+        if let login = options.enlighten { http.redactor.set("password", login.password.reveal()) }
+        // Enphase's cloud is checked against the system CA store whatever the Envoy's own `tls` policy; its health
+        // is the Envoy's (a failed login shows there), so its own events are not sent.
+        let cloud = options.enlighten == nil ? nil : VendorHTTP(
+            vendorID: instanceID, client: try VendorHTTP.newClient(),
+            settings: VendorHTTP.Settings(NetworkOptions(url: options.enlighten?.enlightenURL ?? "", timeout: .seconds(30)), retry: .none),
+            sink: VendorEventSink { _ in }, time: TimeSource(context.clock), now: context.now, logger: context.logger
+        )
+        if let login = options.enlighten { cloud?.redactor.set("password", login.password.reveal()) }
+        session = Self.makeSession(http: http, cloud: cloud, options: options, serial: serial)
     }
 
     var base: String {
@@ -64,7 +81,7 @@ public final class EnphaseVendor: Vendor {
     public func poll(use: QuotaScheduler.Use = .poll) async throws(GatewayError) {
         let info = try await readInfo(use: use)
         let authorizer: (any VendorAuthorizer)? = info.needsToken ? session : nil
-        if info.needsToken, options.token == nil {
+        if info.needsToken, options.token == nil, options.enlighten == nil {
             let error = GatewayError(.authFailed, message: "The Envoy \(info.serial) runs firmware \(info.firmware), which wants the owner token.",
                                      suggestion: "Get an owner token at https://entrez.enphaseenergy.com (valid one year) and give it with token_file.")
             http.holdOff(after: error)
@@ -117,6 +134,7 @@ public final class EnphaseVendor: Vendor {
 
     private func readInfo(use: QuotaScheduler.Use) async throws(GatewayError) -> EnphaseInfo {
         if let info = known.withLock({ $0.info }) { return info }
+        defer { if let info = known.withLock({ $0.info }) { serial.set(info.serial) } }
         var request = HTTPClientRequest(url: base + "/info", timeout: options.network.timeout)
         request.headers.set(name: "Accept", value: "application/xml")
         let response = try await http.send(request, use: use, expectsJSON: false)
@@ -142,14 +160,21 @@ public final class EnphaseVendor: Vendor {
     }
 
     /// The owner token as a bearer, and the session cookie `/auth/check_jwt` sets (firmware 7 and later).
-    static func makeSession(http: VendorHTTP, options: EnphaseOptions) -> LoginSession {
+    static func makeSession(http: VendorHTTP, cloud: VendorHTTP?, options: EnphaseOptions, serial: SerialBox) -> LoginSession {
         let url = { () -> String in
             var root = options.network.url
             while root.hasSuffix("/") { root.removeLast() }
             return root + "/auth/check_jwt"
         }()
         return LoginSession(time: http.time) { () async throws(GatewayError) -> SessionCredentials in
-            guard let token = options.token?.reveal() else { throw GatewayError(.authFailed, message: "No owner token is configured.") }
+            let token: String
+            if let given = options.token?.reveal() {
+                token = given
+            } else if let login = options.enlighten, let cloud, let serial = serial.current {
+                token = try await enlightenToken(login, serial: serial, cloud: cloud, http: http)
+            } else {
+                throw GatewayError(.authFailed, message: "No owner token is configured.")
+            }
             var request = HTTPClientRequest(url: url, timeout: options.network.timeout)
             request.headers.set(name: "Authorization", value: "Bearer \(token)")
             do throws(GatewayError) {
@@ -161,7 +186,9 @@ public final class EnphaseVendor: Vendor {
                         headers.append((name: "Cookie", value: String(pair)))
                     }
                 }
-                return SessionCredentials(headers: headers)
+                // A token from Enlighten is fetched again before it expires (a given token is the user's to renew).
+                let lifetime = options.token == nil ? claims(token)?.exp.map { $0.timeIntervalSince(http.now()) } : nil
+                return SessionCredentials(headers: headers, lifetime: lifetime.map { max(60, $0) })
             } catch {
                 guard error.code == .authFailed else { throw error }
                 var refused = error
@@ -176,13 +203,65 @@ public final class EnphaseVendor: Vendor {
 
     /// The `exp` claim of a JWT, when it is in the past.
     static func expiry(_ token: String) -> Date? {
+        guard let exp = claims(token)?.exp, exp < Date() else { return nil }
+        return exp
+    }
+
+    /// The claims the gateway reads from a JWT (never verified: the Envoy does that).
+    static func claims(_ token: String) -> (exp: Date?, user: String?)? {
         let parts = token.split(separator: ".")
         guard parts.count >= 2 else { return nil }
         var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while payload.count % 4 != 0 { payload += "=" }
-        guard let data = Data(base64Encoded: payload), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let exp = object["exp"] as? Double else { return nil }
-        let date = Date(timeIntervalSince1970: exp)
-        return date < Date() ? date : nil
+        guard let data = Data(base64Encoded: payload), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return ((object["exp"] as? Double).map { Date(timeIntervalSince1970: $0) }, object["enphaseUser"] as? String)
+    }
+
+    /// The Enlighten login: `login/login.json` (form) gives a session id, `entrez …/tokens` the gateway's JWT.
+    static func enlightenToken(_ login: EnphaseOptions.Enlighten, serial: String, cloud: VendorHTTP, http: VendorHTTP) async throws(GatewayError) -> String {
+        func trimmed(_ url: String) -> String { url.hasSuffix("/") ? String(url.dropLast()) : url }
+        do throws(GatewayError) {
+            var form = HTTPClientRequest(method: .post, url: trimmed(login.enlightenURL) + "/login/login.json?", timeout: .seconds(30))
+            form.headers.set(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            let fields = [("user[email]", login.username), ("user[password]", login.password.reveal())]
+            form.body = Data(fields.map { "\(formEncoded($0.0))=\(formEncoded($0.1))" }.joined(separator: "&").utf8)
+            struct Session: Decodable { var session_id: String? }
+            let session = try await cloud.sendJSON(form, as: Session.self, context: "Enlighten login", use: .refresh)
+            guard let id = session.session_id, !id.isEmpty else {
+                throw GatewayError(.authFailed, message: "Enlighten accepted the login but gave no session: multi-factor authentication is on for this account.",
+                                   suggestion: "Turn off MFA for the account, or give an owner token with token_file.")
+            }
+            cloud.redactor.set("enlighten-session", id)
+            var tokens = HTTPClientRequest(method: .post, url: trimmed(login.entrezURL) + "/tokens", timeout: .seconds(30))
+            tokens.headers.set(name: "Content-Type", value: "application/json")
+            let body = try? JSONSerialization.data(withJSONObject: ["session_id": id, "serial_num": serial, "username": login.username])
+            tokens.body = body
+            let answer = try await cloud.send(tokens, use: .refresh, expectsJSON: false)
+            let token = String(decoding: answer.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard token.split(separator: ".").count == 3 else {
+                throw cloud.classifier.unexpectedShape("it is not a token", context: "Enphase token service answer")
+            }
+            http.redactor.set("token", token)
+            return token
+        } catch {
+            var refused = error
+            if error.code == .authFailed || error.requiresReauthentication {
+                refused.requiresReauthentication = false
+                refused.code = .authFailed
+                if !error.message.contains("multi-factor") {
+                    refused.message = "Enlighten refused the login of \(login.username) (HTTP \(error.httpStatus ?? 401))."
+                    refused.suggestion = "Check username and password_file (the Enphase account's), or give an owner token with token_file."
+                }
+                // A refused password cannot get better by asking again at once.
+                http.holdOff(after: refused)
+            }
+            throw refused
+        }
+    }
+
+    static func formEncoded(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
 }

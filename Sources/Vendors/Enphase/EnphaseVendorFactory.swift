@@ -9,11 +9,29 @@ public struct EnphaseOptions: Sendable {
     public var token: VendorSecret?
     /// One device per microinverter (`power`, `max_power`).
     public var inverters: Bool
+    /// The Enlighten login that gets a token for this gateway's serial when no token is given.
+    public var enlighten: Enlighten?
 
-    public init(network: NetworkOptions, token: VendorSecret?, inverters: Bool = false) {
+    public struct Enlighten: Sendable {
+        public var username: String
+        public var password: VendorSecret
+        public var enlightenURL: String
+        public var entrezURL: String
+
+        public init(username: String, password: VendorSecret, enlightenURL: String = "https://enlighten.enphaseenergy.com",
+                    entrezURL: String = "https://entrez.enphaseenergy.com") {
+            self.username = username
+            self.password = password
+            self.enlightenURL = enlightenURL
+            self.entrezURL = entrezURL
+        }
+    }
+
+    public init(network: NetworkOptions, token: VendorSecret?, inverters: Bool = false, enlighten: Enlighten? = nil) {
         self.network = network
         self.token = token
         self.inverters = inverters
+        self.enlighten = enlighten
     }
 }
 
@@ -30,15 +48,30 @@ public enum EnphaseVendorFactory: VendorFactory {
     public static func parse(_ settings: VendorSettings, reader: inout ConfigReader, environment: [String: String]) -> EnphaseOptions? {
         let path = settings.path
         let node = settings.options
-        reader.rejectUnknownKeys(in: node, at: path, allowed: NetworkOptions.keys + ConfigReader.secretKeys("token") + ["inverters", "username", "password_file", "password_env"])
-        for key in ["username", "password_file", "password_env"] where node[key] != nil {
-            reader.problem("\(path).\(key)", "the Enlighten login is not supported yet", fix: "give the owner token with token_file (from https://entrez.enphaseenergy.com, valid one year)")
-        }
+        reader.rejectUnknownKeys(in: node, at: path, allowed: NetworkOptions.keys + ConfigReader.secretKeys("token") + ConfigReader.secretKeys("password")
+            + ["inverters", "username", "enlighten_url", "entrez_url"])
         let network = NetworkOptions.parse(settings, defaults: defaults, reader: &reader)
         let token = reader.secret("token", of: settings, environment: environment, required: false)
         let inverters = reader.bool(node["inverters"], at: "\(path).inverters") ?? false
+        var enlighten: EnphaseOptions.Enlighten?
+        if let username = reader.string(node["username"], at: "\(path).username") {
+            if token != nil {
+                reader.problem("\(path).username", "a token and an Enlighten login are both given", fix: "keep token_file (simplest) or username and password_file")
+            }
+            let password = reader.secret("password", of: settings, environment: environment)
+            var login = password.map { EnphaseOptions.Enlighten(username: username, password: $0) }
+            for (key, keyPath) in [("enlighten_url", \EnphaseOptions.Enlighten.enlightenURL), ("entrez_url", \EnphaseOptions.Enlighten.entrezURL)] {
+                guard let url = reader.string(node[key], at: "\(path).\(key)") else { continue }
+                if NetworkOptions.isValidURL(url) { login?[keyPath: keyPath] = url } else {
+                    reader.problem("\(path).\(key)", "'\(ConfigReader.redactURL(url))' is not an http:// or https:// URL", fix: "leave it out for Enphase's own service")
+                }
+            }
+            enlighten = login
+        } else if node["password_file"] != nil || node["password_env"] != nil {
+            reader.problem("\(path).username", "missing", fix: "the Enlighten login needs the account's email as username")
+        }
         guard let network else { return nil }
-        return EnphaseOptions(network: network, token: token, inverters: inverters)
+        return EnphaseOptions(network: network, token: token, inverters: inverters, enlighten: enlighten)
     }
 
     public static func make(_ settings: VendorSettings, options: EnphaseOptions, sink: VendorEventSink, context: VendorContext) throws -> any Vendor {
