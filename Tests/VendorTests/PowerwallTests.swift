@@ -32,7 +32,7 @@ import VendorTesting
             let log = EventLog()
             let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(5), pollInterval: .seconds(5))
             let options = PowerwallOptions(network: network, password: VendorSecret(loginPassword ?? password))
-            let vendor = try PowerwallVendor(instanceID: "pw", options: options, sink: log.sink, clock: clock)
+            let vendor = try PowerwallVendor(instanceID: "pw", options: options, sink: log.sink, context: VendorContext(clock: clock))
             return Rig(simulator: simulator, vendor: vendor, clock: clock, log: log)
         }
     }

@@ -29,6 +29,13 @@ public struct NetworkOptions: Sendable {
         self.tls = tls
     }
 
+    /// `url` without trailing slashes, to put paths after.
+    public var base: String {
+        var root = url
+        while root.hasSuffix("/") { root.removeLast() }
+        return root
+    }
+
     /// The keys `parse` reads (with the common ones), for `rejectUnknownKeys`.
     public static let keys = VendorSettings.commonKeys + ["url", "timeout", "quota", "breaker", "tls"]
 

@@ -56,11 +56,7 @@ public final class EnphaseVendor: Vendor {
         session = Self.makeSession(http: http, cloud: cloud, options: options, serial: serial)
     }
 
-    var base: String {
-        var root = options.network.url
-        while root.hasSuffix("/") { root.removeLast() }
-        return root
-    }
+    var base: String { options.network.base }
 
     public var refreshesAllDevices: Bool { true }
 
@@ -161,11 +157,7 @@ public final class EnphaseVendor: Vendor {
 
     /// The owner token as a bearer, and the session cookie `/auth/check_jwt` sets (firmware 7 and later).
     static func makeSession(http: VendorHTTP, cloud: VendorHTTP?, options: EnphaseOptions, serial: SerialBox) -> LoginSession {
-        let url = { () -> String in
-            var root = options.network.url
-            while root.hasSuffix("/") { root.removeLast() }
-            return root + "/auth/check_jwt"
-        }()
+        let url = options.network.base + "/auth/check_jwt"
         return LoginSession(time: http.time) { () async throws(GatewayError) -> SessionCredentials in
             let token: String
             if let given = options.token?.reveal() {

@@ -17,9 +17,5 @@ public struct PowerwallOptions: Sendable {
     }
 
     /// The gateway's root without a trailing slash.
-    var base: String {
-        var root = network.url
-        while root.hasSuffix("/") { root.removeLast() }
-        return root
-    }
+    var base: String { network.base }
 }

@@ -43,32 +43,21 @@ public final class PowerwallVendor: Vendor {
     /// How often a missing `/api/operation` is asked for again (a firmware update may add it).
     static let operationRecheck = Duration.seconds(3600)
 
-    public init(
-        instanceID: String, options: PowerwallOptions, sink: VendorEventSink, client: HTTPClient, time: TimeSource,
-        now: @escaping @Sendable () -> Date = { Date() }, pinStore: (any TLSPinStore)? = nil,
-        logger: Logger = Logger(label: "lbs-gateway.vendor")
-    ) {
+    public init(instanceID: String, options: PowerwallOptions, sink: VendorEventSink, context: VendorContext) throws(GatewayError) {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
-        self.logger = logger
+        self.logger = context.logger
         // No blind retries: the next poll is 5 s away, and a command is read back instead of re-sent.
         var settings = VendorHTTP.Settings(options.network, retry: .none)
         settings.holdOffBase = Self.cooldown
         settings.holdOffCap = Self.cooldown
-        http = VendorHTTP(vendorID: instanceID, client: client, settings: settings, sink: sink, time: time, now: now, pinStore: pinStore, logger: logger)
+        http = VendorHTTP(
+            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: settings, sink: sink, time: TimeSource(context.clock), now: context.now,
+            pinStore: context.pinStore, logger: context.logger
+        )
         http.redactor.set("password", options.password.reveal())
         session = PowerwallSession.make(http: http, options: options)
-    }
-
-    /// Creates the vendor with its own HTTP client.
-    public convenience init(
-        instanceID: String, options: PowerwallOptions, sink: VendorEventSink,
-        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
-        pinStore: (any TLSPinStore)? = nil, logger: Logger = Logger(label: "lbs-gateway.vendor")
-    ) throws(GatewayError) {
-        let client = try VendorHTTP.newClient()
-        self.init(instanceID: instanceID, options: options, sink: sink, client: client, time: TimeSource(clock), now: now, pinStore: pinStore, logger: logger)
     }
 
     /// Successful logins so far.

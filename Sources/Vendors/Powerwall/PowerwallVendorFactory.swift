@@ -26,9 +26,6 @@ public enum PowerwallVendorFactory: VendorFactory {
     }
 
     public static func make(_ settings: VendorSettings, options: PowerwallOptions, sink: VendorEventSink, context: VendorContext) throws -> any Vendor {
-        try PowerwallVendor(
-            instanceID: settings.id, options: options, sink: sink, clock: context.clock, now: context.now,
-            pinStore: context.pinStore, logger: context.logger
-        )
+        try PowerwallVendor(instanceID: settings.id, options: options, sink: sink, context: context)
     }
 }

@@ -39,11 +39,7 @@ public final class SolarEdgeVendor: Vendor {
 
     public var refreshesAllDevices: Bool { true }
 
-    var base: String {
-        var root = options.network.url
-        while root.hasSuffix("/") { root.removeLast() }
-        return root
-    }
+    var base: String { options.network.base }
 
     var pollInterval: Duration {
         guard let quota = http.quota else { return options.network.pollInterval }
