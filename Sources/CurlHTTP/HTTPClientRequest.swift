@@ -43,6 +43,8 @@ public struct HTTPClientRequest: Sendable {
     public var followsRedirects: Bool
     /// How the server certificate is checked.
     public var tls: TLSTrust
+    /// HTTP Digest credentials, answered only when the server challenges (401 with `WWW-Authenticate: Digest`).
+    public var digest: (user: String, password: String)?
 
     /// Creates a request with conservative defaults (5 s connect, 30 s total, 8 MiB limit, no redirects).
     public init(

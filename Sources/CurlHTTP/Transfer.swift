@@ -81,6 +81,12 @@ final class Transfer: @unchecked Sendable {
             // "" lets curl offer every encoding it was built with and decode transparently.
             try transfer.set(CURLOPT_ACCEPT_ENCODING, string: "")
         }
+        if let digest = request.digest {
+            // CURLAUTH_DIGEST (1 << 1): the macro is a cast curl's Swift import does not carry.
+            try transfer.set(CURLOPT_HTTPAUTH, long: 2)
+            try transfer.set(CURLOPT_USERNAME, string: digest.user)
+            try transfer.set(CURLOPT_PASSWORD, string: digest.password)
+        }
         try transfer.set(CURLOPT_FOLLOWLOCATION, long: request.followsRedirects ? 1 : 0)
         if request.followsRedirects {
             try transfer.set(CURLOPT_MAXREDIRS, long: 5)

@@ -12,7 +12,11 @@ public final class EnphaseSimulator: Sendable {
         var sessions: Set<String> = []
         var requests: [String: Int] = [:]
         var tokenChecks = 0
+        var digestChallenges = 0
     }
+
+    private let nonce = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+    public var digestChallenges: Int { state.withLock { $0.digestChallenges } }
 
     public let folder: String
     public let token: String
@@ -68,6 +72,13 @@ public final class EnphaseSimulator: Sendable {
             return response
         }
         if needsToken, !authorized(request) { return unauthorized }
+        // Legacy firmware guards the inverter list with Digest as `envoy`, password the serial's last six digits.
+        if !needsToken, path == "/api/v1/production/inverters", !digestAuthorized(request) {
+            state.withLock { $0.digestChallenges += 1 }
+            var response = SimResponse.text("<html><body><h1>401 Unauthorized</h1></body></html>", status: .unauthorized, contentType: "text/html")
+            response.headers[HTTPHeader("WWW-Authenticate")] = #"Digest realm="enphaseenergy.com", qop="auth", nonce="\#(nonce)""#
+            return response
+        }
         let name = String(path.dropFirst()).replacingOccurrences(of: "/", with: "_")
         let isJSON = name.hasSuffix(".json") || !name.contains(".")
         return file(name, contentType: isJSON ? "application/json" : "text/html") ?? notServed
@@ -81,6 +92,22 @@ public final class EnphaseSimulator: Sendable {
             return pair.count == 2 && pair[0] == "sessionId" ? pair[1] : nil
         }
         return state.withLock { state in presented.contains { state.sessions.contains($0) } }
+    }
+
+    /// A Digest answer for `envoy` with the serial's last six digits (RFC 7616, MD5, qop=auth).
+    private func digestAuthorized(_ request: FlyingFox.HTTPRequest) -> Bool {
+        guard let header = request.headers[.authorization], header.hasPrefix("Digest ") else { return false }
+        var fields: [String: String] = [:]
+        for part in header.dropFirst("Digest ".count).split(separator: ",") {
+            let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard pair.count == 2 else { continue }
+            fields[pair[0]] = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }
+        guard fields["username"] == "envoy", fields["nonce"] == nonce, let uri = fields["uri"], let realm = fields["realm"],
+              let nc = fields["nc"], let cnonce = fields["cnonce"], let qop = fields["qop"], let answer = fields["response"] else { return false }
+        let ha1 = MD5.hex("envoy:\(realm):\(serial.suffix(6))")
+        let ha2 = MD5.hex("\(request.method.rawValue.uppercased()):\(uri)")
+        return answer == MD5.hex("\(ha1):\(nonce):\(nc):\(cnonce):\(qop):\(ha2)")
     }
 
     /// The configured token, or an unexpired one issued for this serial (`EnlightenSimulator.token`).

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayModel
 import GatewayTesting
+import SimulatorKit
 import Testing
 import VendorKit
 @testable import VendorEnphase
@@ -115,6 +116,16 @@ import VendorTesting
         let id = DeviceID(vendorInstance: "envoy", vendorDeviceID: try #require(first["serialNumber"] as? String))
         #expect(log.states[id]?["power"] == .number(Double(try #require(first["lastReportWatts"] as? Int))))
         #expect(log.states[id]?["max_power"] == .number(Double(try #require(first["maxReportWatts"] as? Int))))
+    }
+
+    @Test func legacyFirmwareAnswersTheDigestChallengeAsEnvoyWithTheSerial() async throws {
+        let (simulator, vendor, log) = try await start("3.9.36", token: nil, inverters: true)
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        #expect(simulator.digestChallenges == 1, "challenged once, answered with envoy and the serial's last six digits")
+        let list = try #require(try json("3.9.36", "api_v1_production_inverters") as? [[String: Any]])
+        #expect(log.inventories.last?.count == 1 + list.count)
+        #expect(MD5.hex("") == "d41d8cd98f00b204e9800998ecf8427e" && MD5.hex("abc") == "900150983cd24fb0d6963f7d28e17f72")
     }
 
     @Test func theInfoXMLIsRead() throws {

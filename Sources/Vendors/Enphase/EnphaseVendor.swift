@@ -146,6 +146,9 @@ public final class EnphaseVendor: Vendor {
         if known.withLock({ $0.missing.contains(path) }) { return nil }
         var request = HTTPClientRequest(url: base + path, timeout: options.network.timeout)
         request.headers.set(name: "Accept", value: "application/json")
+        // Firmware before 7 protects some paths (the inverter list) with Digest as `envoy`, password the serial's
+        // last six digits; curl answers only when challenged.
+        if let info = known.withLock({ $0.info }), !info.needsToken { request.digest = (user: "envoy", password: String(info.serial.suffix(6))) }
         let response = try await http.send(request, use: use, expectsJSON: false, authorizer: authorizer, accepting: [301, 302, 303, 307, 308, 404])
         let head = response.body.prefix(64).drop { $0 == 32 || $0 == 10 || $0 == 13 || $0 == 9 }
         if response.status != 200 || head.first == UInt8(ascii: "<") {
