@@ -70,8 +70,12 @@ import VendorTesting
             "grid_import_energy": try rounded(netReading["actEnergyDlvd"], 0.001), "grid_export_energy": try rounded(netReading["actEnergyRcvd"], 0.001),
         ]
         if let battery = ((production as? [String: Any])?["storage"] as? [[String: Any]])?.first(where: { ($0["activeCount"] as? Int ?? 0) > 0 }) {
-            expected["battery_level"] = .number(Double(try #require(battery["percentFull"] as? Int)))
-            expected["battery_power"] = .number(Double(try #require(battery["wNow"] as? Int)))
+            // Every battery together: secctrl's agg_soc, and the AC Battery's W plus the IQ Batteries' mW.
+            let secctrl = try #require(try json(folder, "ivp_ensemble_secctrl") as? [String: Any])
+            expected["battery_level"] = .number(Double(try #require(secctrl["agg_soc"] as? Int)))
+            let iq = try #require((try json(folder, "ivp_ensemble_power") as? [String: Any])?["devices:"] as? [[String: Any]])
+            let milliwatts = iq.compactMap { $0["real_power_mw"] as? Int }.reduce(0, +)
+            expected["battery_power"] = .number(Double(try #require(battery["wNow"] as? Int)) + Double(milliwatts) / 1000)
         }
         #expect(log.states[device.id] == expected)
         #expect(simulator.tokenChecks == 1)
@@ -79,7 +83,7 @@ import VendorTesting
             #expect(log.states[device.id]?["grid_power"] == .number(-11.468), "exporting: − export")
             #expect(expected["battery_level"] == nil)
         } else {
-            #expect(log.states[device.id]?["battery_level"] == .number(25) && log.states[device.id]?["battery_power"] == .number(260))
+            #expect(log.states[device.id]?["battery_level"] == .number(39) && log.states[device.id]?["battery_power"] == .number(365))
         }
     }
 

@@ -7,13 +7,17 @@ import GatewayModel
 /// - with consumption CTs: `total-consumption` → `home_power`/`home_energy`; `net-consumption` → `grid_power`
 ///   (+ import / − export), and its meter's delivered/received energy (`/ivp/meters/readings`) →
 ///   `grid_import_energy`/`grid_export_energy`.
-/// - an AC Battery (`storage` `acb` entry with active units) → `battery_level` and `battery_power` (+ discharge).
+/// - batteries: `battery_power` = an AC Battery's `wNow` (production.json `storage`) plus the IQ Batteries'
+///   `real_power_mw` (`/ivp/ensemble/power`), + discharge; `battery_level` = `/ivp/ensemble/secctrl`'s `agg_soc`
+///   (all batteries together) when it has capacity, else the AC Battery's `percentFull`.
 enum EnphaseMapping {
     struct Reading: Sendable {
         var production: WireProductionJSON?
         var v1: WireV1Production?
         var meters: [WireMeterConfig]?
         var readings: [WireMeterReading]?
+        var secctrl: WireSecCtrl?
+        var ensemblePower: WireEnsemblePower?
     }
 
     static func enabledMeter(_ type: String, in meters: [WireMeterConfig]?) -> WireMeterConfig? {
@@ -46,9 +50,17 @@ enum EnphaseMapping {
                 set("grid_export_energy", readings.actEnergyRcvd, scale: 0.001)
             }
         }
-        if let battery = reading.production?.storage?.first(where: { $0.type == "acb" && ($0.activeCount ?? 0) > 0 }) {
-            set("battery_level", battery.percentFull, places: 10)
-            set("battery_power", battery.wNow, places: 10)
+        // Batteries: AC Batteries in production.json, IQ Batteries in /ivp/ensemble/power; the level of all of
+        // them together is secctrl's `agg_soc` (what the Enphase app and Home Assistant show) when there is any.
+        let acb = reading.production?.storage?.first { $0.type == "acb" && ($0.activeCount ?? 0) > 0 }
+        let iq = (reading.ensemblePower?.devices ?? []).compactMap(\.realPowerMilliwatts)
+        if acb != nil || !iq.isEmpty {
+            set("battery_power", (acb?.wNow ?? 0) + iq.reduce(0, +) / 1000, places: 10)
+        }
+        if let secctrl = reading.secctrl, (secctrl.maxEnergy ?? 0) > 0, let level = secctrl.aggSoc {
+            set("battery_level", level, places: 10)
+        } else if let acb {
+            set("battery_level", acb.percentFull, places: 10)
         }
         return values
     }

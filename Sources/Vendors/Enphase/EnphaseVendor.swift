@@ -90,6 +90,12 @@ public final class EnphaseVendor: Vendor {
         if reading.meters?.isEmpty == false {
             reading.readings = try await optional("/ivp/meters/readings", [WireMeterReading].self, use: use, authorizer: authorizer)
         }
+        if info.needsToken {
+            reading.secctrl = try await optional("/ivp/ensemble/secctrl", WireSecCtrl.self, use: use, authorizer: authorizer)
+            if (reading.secctrl?.maxEnergy ?? 0) > 0 {
+                reading.ensemblePower = try await optional("/ivp/ensemble/power", WireEnsemblePower.self, use: use, authorizer: authorizer)
+            }
+        }
         let values = EnphaseMapping.state(reading)
         guard !values.isEmpty else {
             throw GatewayError(.malformedResponse, message: "The Envoy \(info.serial) served neither production.json nor /api/v1/production.")

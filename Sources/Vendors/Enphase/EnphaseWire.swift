@@ -47,6 +47,34 @@ struct WireMeterReading: Decodable, Sendable {
     var actEnergyRcvd: Double?
 }
 
+/// `/ivp/ensemble/secctrl`: the state of charge of every battery together (AC Batteries and IQ Batteries).
+struct WireSecCtrl: Decodable, Sendable {
+    var aggSoc: Double?
+    var maxEnergy: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case aggSoc = "agg_soc"
+        case maxEnergy = "Max_energy"
+    }
+}
+
+/// `/ivp/ensemble/power`: each IQ Battery's power in mW (+ discharge). The key really is `"devices:"`.
+struct WireEnsemblePower: Decodable, Sendable {
+    struct Battery: Decodable, Sendable {
+        var realPowerMilliwatts: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case realPowerMilliwatts = "real_power_mw"
+        }
+    }
+
+    var devices: [Battery]?
+
+    enum CodingKeys: String, CodingKey {
+        case devices = "devices:"
+    }
+}
+
 /// `/info` (XML, no authentication): serial, firmware, whether it wants tokens.
 struct EnphaseInfo: Sendable, Equatable {
     var serial: String
