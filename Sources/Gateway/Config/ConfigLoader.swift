@@ -81,14 +81,14 @@ public enum ConfigLoader {
         }
         mqtt.username = environment[Environment.username] ?? reader.string(mqttNode?["username"], at: "mqtt.username")
         if let password = environment[Environment.password] {
-            mqtt.password = Secret(password)
+            mqtt.password = VendorSecret(password)
         } else if let file = environment[Environment.passwordFile] ?? reader.string(mqttNode?["password_file"], at: "mqtt.password_file") {
-            mqtt.password = reader.readSecretFile(file, at: "mqtt.password_file", baseDirectory: baseDirectory).map { Secret($0.reveal()) }
+            mqtt.password = reader.readSecretFile(file, at: "mqtt.password_file", baseDirectory: baseDirectory)
         }
         if let keepAlive = reader.number(mqttNode?["keepalive"], at: "mqtt.keepalive", range: 5...65535) { mqtt.keepAlive = Int(keepAlive) }
         for (key, setter) in [("ca_file", \MQTTSettings.caFile), ("cert_file", \.certFile), ("key_file", \.keyFile)] as [(String, WritableKeyPath<MQTTSettings, String?>)] {
             if let file = reader.string(mqttNode?[key], at: "mqtt.\(key)") {
-                let resolved = resolve(file, baseDirectory: baseDirectory)
+                let resolved = ConfigReader.resolve(file, baseDirectory: baseDirectory)
                 if !FileManager.default.isReadableFile(atPath: resolved) {
                     reader.problem("mqtt.\(key)", "cannot read '\(file)'", fix: "check the path and permissions")
                 }
@@ -96,7 +96,7 @@ public enum ConfigLoader {
             }
         }
         if let directory = reader.string(mqttNode?["ca_path"], at: "mqtt.ca_path") {
-            let resolved = resolve(directory, baseDirectory: baseDirectory)
+            let resolved = ConfigReader.resolve(directory, baseDirectory: baseDirectory)
             var isDirectory: ObjCBool = false
             if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory) || !isDirectory.boolValue {
                 reader.problem("mqtt.ca_path", "'\(directory)' is not a directory", fix: "give a directory of CA certificates hashed with 'openssl rehash'")
@@ -147,7 +147,7 @@ public enum ConfigLoader {
             reader.rejectUnknownKeys(in: storageNode, at: "storage", allowed: ["path", "retention"])
             let retention = readRetention(storageNode["retention"], reader: &reader)
             if let path = reader.string(storageNode["path"], at: "storage.path", required: true) {
-                storage = StorageSettings(path: resolve(path, baseDirectory: baseDirectory))
+                storage = StorageSettings(path: ConfigReader.resolve(path, baseDirectory: baseDirectory))
                 storage?.retention = retention
             }
         }
@@ -258,20 +258,13 @@ public enum ConfigLoader {
     static func validateURL(_ url: String, reader: inout ConfigReader) {
         let lower = url.lowercased()
         guard lower.hasPrefix("mqtt://") || lower.hasPrefix("mqtts://") else {
-            reader.problem("mqtt.url", "'\(redactURL(url))' must start with mqtt:// or mqtts://", fix: "e.g. mqtt://localhost:1883")
+            reader.problem("mqtt.url", "'\(ConfigReader.redactURL(url))' must start with mqtt:// or mqtts://", fix: "e.g. mqtt://localhost:1883")
             return
         }
         if url.contains("@") {
             reader.problem("mqtt.url", "credentials in the URL are not accepted", fix: "use mqtt.username and mqtt.password_file or \(Environment.password)")
         }
     }
-
-    static func resolve(_ path: String, baseDirectory: String) -> String {
-        ConfigReader.resolve(path, baseDirectory: baseDirectory)
-    }
-
-    /// The URL without any user-info part, fit for logs and `bridge/info`.
-    public static func redactURL(_ url: String) -> String { ConfigReader.redactURL(url) }
 
     private static func yamlErrorSummary(_ error: any Error) -> String {
         let text = "\(error)"

@@ -34,7 +34,7 @@ public struct MQTTSettings: Sendable {
     public var version: Version = .v5
     public var username: String?
     /// Resolved from `password_file` or `LBS_MQTT_PASSWORD`; never logged or published.
-    public var password: Secret?
+    public var password: VendorSecret?
     public var keepAlive: Int = 60
     public var caFile: String?
     /// Hashed CA directory used when there is no `ca_file` (default `/etc/ssl/certs`, the OS store on Debian).
@@ -130,12 +130,4 @@ public struct CommandSettings: Sendable {
     public func ttl(for type: DeviceType) -> Double {
         type.isSecurityCritical ? securityTTL : defaultTTL
     }
-}
-
-/// A secret value. Its description never shows the value, so it cannot leak through logs.
-public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
-    public let value: String
-    public init(_ value: String) { self.value = value }
-    public var description: String { "<redacted>" }
-    public var debugDescription: String { "<redacted>" }
 }

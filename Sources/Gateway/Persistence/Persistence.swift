@@ -4,8 +4,6 @@ import GatewayModel
 import Logging
 import Synchronization
 
-/// One write-behind batch: everything the controller changed since the last flush.
-
 /// What the cache held at start-up.
 struct CachedSnapshot: Sendable {
     var devices: [Device] = []
@@ -249,15 +247,20 @@ public final class Persistence: Sendable {
     /// The history rows of one state update: numeric energy and environment keys only.
     static func readings(for id: DeviceID, values: [String: StateValue], at time: Date, into out: inout [Reading]) {
         for (key, value) in values {
-            guard let number = value.number, let spec = StateKeys.spec(key), spec.series != .none else { continue }
-            let category: ReadingCategory
-            switch spec.category {
-            case .energy: category = .energy
-            case .environment: category = .environment
-            default: continue
-            }
-            out.append(Reading(deviceID: id.rawValue, key: key, time: time.timeIntervalSince1970, value: number,
-                               kind: spec.series == .counter ? .counter : .measurement, category: category))
+            if let number = value.number, let reading = reading(for: id, key: key, value: number, at: time) { out.append(reading) }
         }
+    }
+
+    /// The history row of one value; nil for keys without a history (controls, text, status).
+    static func reading(for id: DeviceID, key: String, value: Double, at time: Date) -> Reading? {
+        guard let spec = StateKeys.spec(key), spec.series != .none else { return nil }
+        let category: ReadingCategory
+        switch spec.category {
+        case .energy: category = .energy
+        case .environment: category = .environment
+        default: return nil
+        }
+        return Reading(deviceID: id.rawValue, key: key, time: time.timeIntervalSince1970, value: value,
+                       kind: spec.series == .counter ? .counter : .measurement, category: category)
     }
 }

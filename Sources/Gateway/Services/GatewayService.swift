@@ -83,7 +83,7 @@ public struct GatewayService: Service {
         await controller.resumeOutbox()
         runtime.markReady()
         client.start()
-        logger.info("lbs-gateway \(GatewayController.version) starting: broker \(ConfigLoader.redactURL(config.mqtt.url)), base topic '\(config.mqtt.baseTopic)', \(runtime.vendors.count) vendor(s)")
+        logger.info("lbs-gateway \(GatewayController.version) starting: broker \(ConfigReader.redactURL(config.mqtt.url)), base topic '\(config.mqtt.baseTopic)', \(runtime.vendors.count) vendor(s)")
 
         await withTaskGroup(of: Void.self) { group in
             group.addTask {

@@ -1,5 +1,6 @@
 import Foundation
 import MQTT
+import VendorKit
 
 /// `MessageTransport` over our libmosquitto client.
 public struct MQTTTransport: MessageTransport {
@@ -49,7 +50,7 @@ public struct MQTTTransport: MessageTransport {
         mqtt.protocolVersion = config.mqtt.version == .v5 ? .v5 : .v311
         mqtt.keepAlive = .seconds(config.mqtt.keepAlive)
         mqtt.username = config.mqtt.username
-        mqtt.password = config.mqtt.password?.value
+        mqtt.password = config.mqtt.password?.reveal()
         if config.mqtt.caFile != nil || config.mqtt.caPath != nil || config.mqtt.certFile != nil || mqtt.broker.usesTLS {
             mqtt.tls = MQTTTLSOptions(caFile: config.mqtt.caFile, caPath: config.mqtt.caPath,
                                       certificateFile: config.mqtt.certFile, keyFile: config.mqtt.keyFile)

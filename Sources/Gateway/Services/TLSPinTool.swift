@@ -72,7 +72,7 @@ public enum TLSPinTool {
             verdict = "the server could not be reached; the pin is unchanged"
         }
         let lines = [
-            "vendor:        \(settings.id) (\(ConfigLoader.redactURL(url)))",
+            "vendor:        \(settings.id) (\(ConfigReader.redactURL(url)))",
             "tls:           \(policy)",
             "endpoint:      \(hostPort)",
             pinLine,

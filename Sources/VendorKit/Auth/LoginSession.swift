@@ -54,11 +54,6 @@ public final class LoginSession: VendorAuthorizer {
     /// Logins so far that succeeded (tests and diagnostics).
     public var loginCount: UInt64 { state.withLock { $0.tag } }
 
-    /// Forgets the credentials (the vendor's configuration changed, or a logout).
-    public func reset() {
-        state.withLock { $0.credentials = nil }
-    }
-
     public func prepare() async throws(GatewayError) {
         let now = time.now()
         let (due, usable) = state.withLock { state in

@@ -30,10 +30,13 @@ public struct NetworkOptions: Sendable {
     }
 
     /// `url` without trailing slashes, to put paths after.
-    public var base: String {
-        var root = url
+    public var base: String { Self.root(url) }
+
+    /// `url` without trailing slashes.
+    public static func root(_ url: String) -> String {
+        var root = Substring(url)
         while root.hasSuffix("/") { root.removeLast() }
-        return root
+        return String(root)
     }
 
     /// The keys `parse` reads (with the common ones), for `rejectUnknownKeys`.

@@ -1,4 +1,4 @@
-/// A credential a vendor needs (password, API key). Every textual form is redacted, so it cannot leak
+/// A credential (a vendor's password or API key, the broker's password). Every textual form is redacted, so it cannot leak
 /// through logs, errors, `dump` or string interpolation; only `reveal()` hands out the value.
 public struct VendorSecret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     private let value: String

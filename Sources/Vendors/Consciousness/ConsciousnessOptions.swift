@@ -54,8 +54,7 @@ public struct ConsciousnessOptions: Sendable {
 
     /// `<root>/api/v1` without a trailing slash.
     public var apiBase: String {
-        var root = url
-        while root.hasSuffix("/") { root.removeLast() }
+        var root = NetworkOptions.root(url)
         if root.hasSuffix("/api/v1") { root.removeLast("/api/v1".count) }
         return root + "/api/v1"
     }

@@ -181,14 +181,11 @@ public final class EnphaseVendor: Vendor {
             do throws(GatewayError) {
                 let response = try await http.send(request, use: .refresh, expectsJSON: false)
                 var headers: [(name: String, value: String)] = [(name: "Authorization", value: "Bearer \(token)")]
-                for field in response.headers where field.name.lowercased() == "set-cookie" {
-                    if let pair = field.value.split(separator: ";").first, pair.hasPrefix("sessionId=") {
-                        http.redactor.set("session", String(pair.dropFirst("sessionId=".count)))
-                        headers.append((name: "Cookie", value: String(pair)))
-                    }
-                }
+                let session = SessionCookies.named(["sessionId"], in: response.headers)
+                for cookie in session { http.redactor.set("session", cookie.value) }
+                if !session.isEmpty { headers.append((name: "Cookie", value: SessionCookies.header(session))) }
                 // A token from Enlighten is fetched again before it expires (a given token is the user's to renew).
-                let lifetime = options.token == nil ? claims(token)?.exp.map { $0.timeIntervalSince(http.now()) } : nil
+                let lifetime = options.token == nil ? claimedExpiry(token).map { $0.timeIntervalSince(http.now()) } : nil
                 return SessionCredentials(headers: headers, lifetime: lifetime.map { max(60, $0) })
             } catch {
                 guard error.code == .authFailed else { throw error }
@@ -204,25 +201,24 @@ public final class EnphaseVendor: Vendor {
 
     /// The `exp` claim of a JWT, when it is in the past.
     static func expiry(_ token: String) -> Date? {
-        guard let exp = claims(token)?.exp, exp < Date() else { return nil }
+        guard let exp = claimedExpiry(token), exp < Date() else { return nil }
         return exp
     }
 
-    /// The claims the gateway reads from a JWT (never verified: the Envoy does that).
-    static func claims(_ token: String) -> (exp: Date?, user: String?)? {
+    /// A JWT's `exp` claim (never verified: the Envoy does that).
+    static func claimedExpiry(_ token: String) -> Date? {
         let parts = token.split(separator: ".")
         guard parts.count >= 2 else { return nil }
         var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while payload.count % 4 != 0 { payload += "=" }
         guard let data = Data(base64Encoded: payload), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-        return ((object["exp"] as? Double).map { Date(timeIntervalSince1970: $0) }, object["enphaseUser"] as? String)
+        return (object["exp"] as? Double).map { Date(timeIntervalSince1970: $0) }
     }
 
     /// The Enlighten login: `login/login.json` (form) gives a session id, `entrez …/tokens` the gateway's JWT.
     static func enlightenToken(_ login: EnphaseOptions.Enlighten, serial: String, cloud: VendorHTTP, http: VendorHTTP) async throws(GatewayError) -> String {
-        func trimmed(_ url: String) -> String { url.hasSuffix("/") ? String(url.dropLast()) : url }
         do throws(GatewayError) {
-            var form = HTTPClientRequest(method: .post, url: trimmed(login.enlightenURL) + "/login/login.json?", timeout: .seconds(30))
+            var form = HTTPClientRequest(method: .post, url: NetworkOptions.root(login.enlightenURL) + "/login/login.json?", timeout: .seconds(30))
             form.headers.set(name: "Content-Type", value: "application/x-www-form-urlencoded")
             let fields = [("user[email]", login.username), ("user[password]", login.password.reveal())]
             form.body = Data(fields.map { "\(formEncoded($0.0))=\(formEncoded($0.1))" }.joined(separator: "&").utf8)
@@ -233,7 +229,7 @@ public final class EnphaseVendor: Vendor {
                                    suggestion: "Turn off MFA for the account, or give an owner token with token_file.")
             }
             cloud.redactor.set("enlighten-session", id)
-            var tokens = HTTPClientRequest(method: .post, url: trimmed(login.entrezURL) + "/tokens", timeout: .seconds(30))
+            var tokens = HTTPClientRequest(method: .post, url: NetworkOptions.root(login.entrezURL) + "/tokens", timeout: .seconds(30))
             tokens.headers.set(name: "Content-Type", value: "application/json")
             let body = try? JSONSerialization.data(withJSONObject: ["session_id": id, "serial_num": serial, "username": login.username])
             tokens.body = body

@@ -31,9 +31,9 @@ enum PowerwallSession {
                     http.redactor.set("token", token)
                     headers.append((name: "Authorization", value: "Bearer \(token)"))
                 }
-                let cookies = sessionCookies(response.headers)
+                let cookies = SessionCookies.named(["AuthCookie", "UserRecord"], in: response.headers)
                 for cookie in cookies { http.redactor.set("cookie-\(cookie.name)", cookie.value) }
-                if !cookies.isEmpty { headers.append((name: "Cookie", value: cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; "))) }
+                if !cookies.isEmpty { headers.append((name: "Cookie", value: SessionCookies.header(cookies))) }
                 guard !headers.isEmpty else {
                     throw http.classifier.unexpectedShape("it has neither a token nor session cookies", context: "Powerwall login answer")
                 }
@@ -42,18 +42,6 @@ enum PowerwallSession {
                 throw final(error, url: url, http: http)
             }
         }
-    }
-
-    /// `AuthCookie` and `UserRecord` from the login's `Set-Cookie` headers.
-    static func sessionCookies(_ headers: HTTPHeaderFields) -> [(name: String, value: String)] {
-        var cookies: [(name: String, value: String)] = []
-        for field in headers where field.name.lowercased() == "set-cookie" {
-            guard let pair = field.value.split(separator: ";", maxSplits: 1).first else { continue }
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0.drop { $0 == " " }) }
-            guard parts.count == 2, ["AuthCookie", "UserRecord"].contains(parts[0]), !parts[1].isEmpty else { continue }
-            cookies.append((name: parts[0], value: parts[1]))
-        }
-        return cookies
     }
 
     /// A refused password is final and held off for 5 minutes; 429/503 start the 5-minute cooldown.

@@ -169,7 +169,7 @@ final class BridgeAPI: GatewayExtension {
             "version": .string(GatewayController.version),
             "base_topic": .string(hub.topics.base), "log_level": .string(currentLogLevel),
             "started_at": .string(ISOTime.format(hub.context.startedAt)),
-            "mqtt": ["url": .string(ConfigLoader.redactURL(config.mqtt.url)), "version": .string(config.mqtt.version.rawValue),
+            "mqtt": ["url": .string(ConfigReader.redactURL(config.mqtt.url)), "version": .string(config.mqtt.version.rawValue),
                      "client_id": .string(config.mqtt.clientID), "retain_state": .bool(config.mqtt.retainState)],
             "homeassistant": ["enabled": .bool(config.homeAssistant.enabled), "discovery_prefix": .string(config.homeAssistant.discoveryPrefix),
                               "discovery_mode": .string(config.homeAssistant.mode.rawValue)],

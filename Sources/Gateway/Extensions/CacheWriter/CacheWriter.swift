@@ -45,9 +45,7 @@ final class CacheWriter: GatewayExtension {
             dirtyStates.insert(id)
             schedule()
         case .historyReported(let id, let readings):
-            for reading in readings {
-                Persistence.readings(for: id, values: [reading.key: .number(reading.value)], at: reading.at, into: &pendingWrites.readings)
-            }
+            pendingWrites.readings += readings.compactMap { Persistence.reading(for: id, key: $0.key, value: $0.value, at: $0.at) }
             schedule()
         case .vendorHealthChanged(let health, _):
             pendingWrites.health.append((health.vendorID, hub.vendorHealthJSON(health).render()))
