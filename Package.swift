@@ -100,19 +100,19 @@ let package = Package(
         ),
         .target(
             name: "ConsciousnessSimulator",
-            dependencies: ["SimulatorKit", .product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox")],
             swiftSettings: strict
         ),
         .executableTarget(name: "ConsciousnessSim", dependencies: ["ConsciousnessSimulator"], swiftSettings: strict),
         // Simulators of the energy, water and air vendors (recorded responses plus the real devices' traps).
         .target(
             name: "VendorSimulators",
-            dependencies: ["SimulatorKit", .product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox")],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "LBSSim",
-            dependencies: ["VendorSimulators", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["VendorSimulators", "GatewayModel", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         .target(name: "GatewayTesting", dependencies: ["MQTT", "GatewayModel"], swiftSettings: strict),

@@ -94,6 +94,9 @@ public enum StateKeys {
     public static let gasVolume = KeySpec("gas_volume", label: "Gas", unit: "m³", kind: .number(min: 0, max: nil), series: .counter, category: .energy)
     /// The highest power a producer (a microinverter) has reported.
     public static let maxPower = KeySpec("max_power", label: "Peak power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
+    /// The mains voltage and frequency where a meter measures them (one phase: `voltage`; more: `voltage_l1`…).
+    public static let voltage = KeySpec("voltage", label: "Voltage", unit: "V", kind: .number(min: 0, max: nil), series: .measurement, category: .energy)
+    public static let frequency = KeySpec("frequency", label: "Frequency", unit: "Hz", kind: .number(min: 0, max: nil), series: .measurement, category: .energy)
     /// The site's connection to the grid (a battery system that can island).
     public static let gridStatus = KeySpec(
         "grid_status", label: "Grid status", kind: .enumeration(["connected", "islanded", "transitioning", "waiting"]), category: .energy
@@ -122,8 +125,28 @@ public enum StateKeys {
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
         waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, operationMode,
-        battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
-    ]
+        voltage, frequency, battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
+    ] + phases
+
+    /// Keys a meter on a multi-phase supply also reports per phase, as `<key>_l1`, `<key>_l2`, `<key>_l3`.
+    public static let phased: [KeySpec] = [solarPower, homePower, gridPower, solarEnergy, homeEnergy, gridImportEnergy, gridExportEnergy, voltage]
+
+    /// `<key>_l1` … `<key>_l3` of every phased key: the same unit, kind and series; labelled "… L1".
+    public static let phases: [KeySpec] = phased.flatMap { base in
+        (1...3).map { line in
+            KeySpec(
+                "\(base.name)_l\(line)", label: "\(base.label) L\(line)", unit: base.unit, kind: base.kind, series: base.series,
+                category: base.category
+            )
+        }
+    }
+
+    /// `solar_power_l2` → (`solar_power`, 2); nil for a key that is not a phase of a phased key.
+    public static func phase(of name: String) -> (base: String, line: Int)? {
+        guard name.count > 3, let line = name.last?.wholeNumberValue, (1...3).contains(line), name.dropLast().hasSuffix("_l") else { return nil }
+        let base = String(name.dropLast(3))
+        return phased.contains { $0.name == base } ? (base, line) : nil
+    }
 
     public static let byName: [String: KeySpec] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
 

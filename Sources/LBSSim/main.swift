@@ -1,4 +1,5 @@
 import ArgumentParser
+import GatewayModel
 import Foundation
 import VendorSimulators
 
@@ -62,11 +63,18 @@ struct LBSSim: AsyncParsableCommand {
         @Option(help: "A recorded firmware folder.") var folder = "Tests/Fixtures/enphase/7.6.175_with_cts"
         @Option(help: "File holding the accepted owner token (default: the LBS_SIM_TOKEN variable, else 'enphase').")
         var tokenFile: String?
+        @Option(help: "A daily local-time window the Envoy does not answer, like its nightly reset (e.g. 23:05-23:20).")
+        var outage: String?
 
         func run() async throws {
             let token = try tokenFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
                 ?? ProcessInfo.processInfo.environment["LBS_SIM_TOKEN"] ?? "enphase"
-            let simulator = try EnphaseSimulator(folder: folder, token: token, port: port)
+            var window: DailyWindow?
+            if let outage {
+                guard let parsed = DailyWindow(outage) else { throw ValidationError("--outage wants HH:MM-HH:MM, e.g. 23:05-23:20") }
+                window = parsed
+            }
+            let simulator = try EnphaseSimulator(folder: folder, token: token, port: port, darkWindow: window)
             let bound = try await simulator.start()
             print("enphase simulator (\(folder)) on http://127.0.0.1:\(bound)")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }

@@ -1,19 +1,25 @@
 import FlyingFox
 import Foundation
+import GatewayModel
 import SimulatorKit
 import Synchronization
 
 /// An Enphase IQ Gateway (Envoy) on loopback serving one of pyenphase's recorded firmware folders
 /// (`Tests/Fixtures/enphase/<firmware>`): `/info` as XML without authentication; from firmware 7 on the owner
 /// token as a bearer or the `sessionId` cookie `/auth/check_jwt` sets; a path it does not serve answers with a
-/// redirect to an error page, as the real one does; `stop()` plays the nightly outage.
+/// redirect to an error page, as the real one does. The nightly outage: `setDark(true)` (or a daily `darkWindow`)
+/// makes it accept connections and never answer, as the real one does while it resets; `stop()` refuses them.
 public final class EnphaseSimulator: Sendable {
     private struct State {
         var sessions: Set<String> = []
         var requests: [String: Int] = [:]
         var tokenChecks = 0
         var digestChallenges = 0
+        var dark = false
     }
+
+    /// When it does not answer, every day (`lbs-sim enphase --outage`).
+    public let darkWindow: DailyWindow?
 
     private let nonce = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
     public var digestChallenges: Int { state.withLock { $0.digestChallenges } }
@@ -27,7 +33,8 @@ public final class EnphaseSimulator: Sendable {
     private let state = Mutex(State())
 
     /// `folder`: a recorded firmware folder; `token`: the owner token it accepts (firmware 7 and later).
-    public init(folder: String, token: String, port: UInt16 = 0) throws {
+    public init(folder: String, token: String, port: UInt16 = 0, darkWindow: DailyWindow? = nil) throws {
+        self.darkWindow = darkWindow
         self.folder = folder
         self.token = token
         server = SimServer(port: port)
@@ -53,12 +60,24 @@ public final class EnphaseSimulator: Sendable {
     public var requests: [String: Int] { state.withLock { $0.requests } }
     public var tokenChecks: Int { state.withLock { $0.tokenChecks } }
 
+    /// While dark every request hangs unanswered (for ten minutes), as the Envoy does during its nightly reset.
+    public func setDark(_ dark: Bool) { state.withLock { $0.dark = dark } }
+
+    private var isDark: Bool {
+        if state.withLock({ $0.dark }) { return true }
+        return darkWindow?.contains(Date()) ?? false
+    }
+
     /// Ends every session: the next request with the old cookie gets 401.
     public func expireSessions() { state.withLock { $0.sessions.removeAll() } }
 
     private func handle(_ request: FlyingFox.HTTPRequest) async -> FlyingFox.HTTPResponse {
         let path = request.path
         state.withLock { $0.requests[path, default: 0] += 1 }
+        if isDark {
+            try? await Task.sleep(for: .seconds(600))
+            return SimResponse.text("", status: .serviceUnavailable)
+        }
         if path == "/info" { return file("info", contentType: "application/xml") ?? notServed }
         if path == "/auth/check_jwt" {
             guard let header = request.headers[.authorization], header.hasPrefix("Bearer "), accepts(String(header.dropFirst(7))) else { return unauthorized }
@@ -81,7 +100,12 @@ public final class EnphaseSimulator: Sendable {
         }
         let name = String(path.dropFirst()).replacingOccurrences(of: "/", with: "_")
         let isJSON = name.hasSuffix(".json") || !name.contains(".")
-        return file(name, contentType: isJSON ? "application/json" : "text/html") ?? notServed
+        let contentType = isJSON ? "application/json" : "text/html"
+        // A folder recorded with `?details=1` keeps that answer as `<name>_details_1`.
+        if request.query.contains(where: { $0.name == "details" && $0.value == "1" }), let detailed = file(name + "_details_1", contentType: contentType) {
+            return detailed
+        }
+        return file(name, contentType: contentType) ?? notServed
     }
 
     private func authorized(_ request: FlyingFox.HTTPRequest) -> Bool {

@@ -13,14 +13,23 @@ import VendorTesting
 @Suite struct EnphaseTests {
     static let token = "eyJhbGciOiJFUzI1NiJ9.eyJhdWQiOiIxMjIyMzgwODI3NjMiLCJlbnBoYXNlVXNlciI6Im93bmVyIn0.c2ln"
 
-    func start(_ folder: String, token: String? = EnphaseTests.token, inverters: Bool = false) async throws -> (EnphaseSimulator, EnphaseVendor, EventLog) {
+    func start(
+        _ folder: String, token: String? = EnphaseTests.token, inverters: Bool = false, outage: ExpectedOutage? = nil,
+        timeout: Duration = .seconds(5), now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> (EnphaseSimulator, EnphaseVendor, EventLog) {
         let simulator = try EnphaseSimulator(folder: Fixtures.path("enphase", folder), token: Self.token)
         try await simulator.start()
         let log = EventLog()
-        let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(5), pollInterval: .seconds(60))
-        let vendor = try EnphaseVendor(instanceID: "envoy", options: EnphaseOptions(network: network, token: token.map(VendorSecret.init), inverters: inverters),
-                                       sink: log.sink, context: VendorContext(clock: ManualClock()))
+        let network = NetworkOptions(url: await simulator.baseURL, timeout: timeout, pollInterval: .seconds(60))
+        let options = EnphaseOptions(network: network, token: token.map(VendorSecret.init), inverters: inverters, nightlyOutage: outage)
+        let vendor = try EnphaseVendor(instanceID: "envoy", options: options, sink: log.sink, context: VendorContext(clock: ManualClock(), now: now))
         return (simulator, vendor, log)
+    }
+
+    /// A JSON number as Double (whole numbers decode as Int).
+    func number(_ value: Any?) throws -> Double {
+        if let int = value as? Int { return Double(int) }
+        return try #require(value as? Double)
     }
 
     func json(_ folder: String, _ file: String) throws -> Any {
@@ -68,6 +77,8 @@ import VendorTesting
             "home_power": try rounded(home["wNow"]), "home_energy": try rounded(home["whLifetime"], 0.001),
             "grid_power": try rounded(net["wNow"]),
             "grid_import_energy": try rounded(netReading["actEnergyDlvd"], 0.001), "grid_export_energy": try rounded(netReading["actEnergyRcvd"], 0.001),
+            // One phase: the grid meter's voltage and frequency.
+            "voltage": .number(try number(netReading["voltage"])), "frequency": .number(try number(netReading["freq"])),
         ]
         if let battery = ((production as? [String: Any])?["storage"] as? [[String: Any]])?.first(where: { ($0["activeCount"] as? Int ?? 0) > 0 }) {
             // Every battery together: secctrl's agg_soc, and the AC Battery's W plus the IQ Batteries' mW.
@@ -84,6 +95,100 @@ import VendorTesting
             #expect(expected["battery_level"] == nil)
         } else {
             #expect(log.states[device.id]?["battery_level"] == .number(39) && log.states[device.id]?["battery_power"] == .number(365))
+        }
+    }
+
+    /// Three phases: every flow also per phase from production.json's `lines` (details=1), the grid meter's energy
+    /// and voltage per channel, and no summed `voltage` (the meter's is the three phases added up).
+    @Test func aThreePhaseSupplyGivesPerPhaseKeys() async throws {
+        let folder = "7.6.175_with_cts_3phase"
+        let (simulator, vendor, log) = try await start(folder)
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        let device = try #require(log.inventories.last?.first)
+        let state = try #require(log.states[device.id])
+        let production = try json(folder, "production.json")
+        let sections: [(String, String, String, String?)] = [
+            ("production", "production", "solar_power", "solar_energy"), ("consumption", "total-consumption", "home_power", "home_energy"),
+            ("consumption", "net-consumption", "grid_power", nil),
+        ]
+        for (section, measurement, power, energy) in sections {
+            let lines = try #require(try entry(production, section, "eim", measurement)["lines"] as? [[String: Any]])
+            #expect(lines.count == 3)
+            for (index, line) in lines.enumerated() {
+                #expect(state["\(power)_l\(index + 1)"] == .number((try number(line["wNow"]) * 1000).rounded() / 1000))
+                if let energy { #expect(state["\(energy)_l\(index + 1)"] == .number((try number(line["whLifetime"])).rounded() / 1000)) }
+            }
+        }
+        let readings = try #require(try json(folder, "ivp_meters_readings") as? [[String: Any]])
+        let net = try #require(readings.first { $0["eid"] as? Int == 704643584 })
+        let channels = try #require(net["channels"] as? [[String: Any]])
+        for (index, channel) in channels.enumerated() {
+            #expect(state["voltage_l\(index + 1)"] == .number(try number(channel["voltage"])))
+            #expect(state["grid_import_energy_l\(index + 1)"] == .number((try number(channel["actEnergyDlvd"])).rounded() / 1000))
+            #expect(state["grid_export_energy_l\(index + 1)"] == .number((try number(channel["actEnergyRcvd"])).rounded() / 1000))
+        }
+        let frequency = try number(net["freq"])
+        #expect(state["voltage"] == nil && state["frequency"] == .number(frequency))
+        #expect(state["solar_power_l1"] == .number(-2.864), "night-time: a small negative value is real")
+        #expect(device.keys.contains("grid_power_l3") && device.keys.allSatisfy { StateKeys.spec($0) != nil })
+        #expect(device.keys.firstIndex(of: "solar_power")! < device.keys.firstIndex(of: "solar_power_l1")!)
+    }
+
+    /// Firmware 8.3.5433 copies net consumption into total consumption; the home's use is net + production again,
+    /// for the whole and per phase. A split-phase supply (`phaseCount` 2) gives two phases, not the three `lines`.
+    @Test func firmware8_3_5433TotalConsumptionIsRepaired() async throws {
+        let folder = "8.3.5433_tot_is_net_cons"
+        let (simulator, vendor, log) = try await start(folder)
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        let state = try #require(log.states.values.first)
+        let production = try json(folder, "production.json")
+        let solar = try entry(production, "production", "eim", "production")
+        let net = try entry(production, "consumption", "eim", "net-consumption")
+        func sum(_ a: Any?, _ b: Any?, _ scale: Double = 1) throws -> StateValue {
+            .number(((try number(a) + number(b)) * scale * 1000).rounded() / 1000)
+        }
+        #expect(state["home_power"] == (try sum(net["wNow"], solar["wNow"])))
+        #expect(state["home_energy"] == (try sum(net["whLifetime"], solar["whLifetime"], 0.001)))
+        #expect(state["grid_power"] == .number(try number(net["wNow"])))
+        let netLines = try #require(net["lines"] as? [[String: Any]]), solarLines = try #require(solar["lines"] as? [[String: Any]])
+        #expect(state["home_power_l1"] == (try sum(netLines[0]["wNow"], solarLines[0]["wNow"])))
+        #expect(state["solar_power_l2"] != nil && state["solar_power_l3"] == nil)
+    }
+
+    /// The Envoy goes dark shortly after 23:00 every night: inside the window a failure to reach it is
+    /// `vendor_unavailable` (info), the breaker stays closed and the vendor never turns `down`; outside it the
+    /// same failures are a fault.
+    @Test func theNightlyOutageIsQuietInsideItsWindowOnly() async throws {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let night = try #require(calendar.date(from: DateComponents(year: 2026, month: 11, day: 25, hour: 23, minute: 10)))
+        let noon = try #require(calendar.date(from: DateComponents(year: 2026, month: 11, day: 25, hour: 12)))
+        let window = try #require(DailyWindow("22:55-00:30", timeZone: TimeZone(identifier: "UTC")!))
+        #expect(window.start == 1375 && window.end == 30 && window.text == "22:55-00:30")
+        #expect(window.contains(night) && !window.contains(noon) && window.contains(night.addingTimeInterval(3600)))
+        #expect(!window.contains(night.addingTimeInterval(7200)), "01:10 is after it")
+        #expect(DailyWindow("25:00-01:00") == nil && DailyWindow("23:00") == nil && DailyWindow("23:00-23:00") == nil)
+        let utc = EnphaseOptions.nightly(window)
+
+        // At night the simulator goes dark (connections hang: timeouts); at noon it is gone (connections refused).
+        for (moment, quiet) in [(night, true), (noon, false)] {
+            let (simulator, vendor, log) = try await start("7.6.175_with_cts", outage: utc, timeout: .milliseconds(400), now: { moment })
+            try await vendor.poll()
+            if quiet { simulator.setDark(true) } else { await simulator.stop() }
+            defer { Task { await simulator.stop() } }
+            for _ in 0..<4 { _ = await gatewayError { try await vendor.poll() } }
+            let error = await gatewayError { try await vendor.poll() }
+            let health = vendor.http.health
+            if quiet {
+                #expect(error?.code == .vendorUnavailable && error?.severity == .info && error?.message.contains("23:00") == true)
+                #expect(health.state == .degraded && health.breaker == "closed", "expected and quiet: never down")
+                #expect(log.states.values.first?["solar_power"] != nil, "the last state stays")
+            } else {
+                #expect(error?.code == .vendorUnreachable || error?.code == .breakerOpen)
+                #expect(health.state == .down)
+            }
         }
     }
 

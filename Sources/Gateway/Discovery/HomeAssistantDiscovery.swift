@@ -336,6 +336,7 @@ enum SensorMapping {
         "battery_charge_energy": "energy", "battery_discharge_energy": "energy", "home_energy": "energy",
         "battery_level": "battery", "battery": "battery",
         "water_flow": "volume_flow_rate", "water_volume": "water", "gas_volume": "gas",
+        "voltage": "voltage", "frequency": "frequency",
     ]
 
     /// `suggested_display_precision` per key: what a reading is worth showing (vendors send 44.628 %).
@@ -347,14 +348,17 @@ enum SensorMapping {
         "battery_charge_energy": 2, "battery_discharge_energy": 2, "home_energy": 2,
         "battery_level": 0, "battery": 0, "water_flow": 1, "water_volume": 0, "gas_volume": 2,
         "brightness": 0, "color_temp_kelvin": 0, "position": 0,
-        "awareness_level": 0, "arousal": 2, "valence": 2,
+        "awareness_level": 0, "arousal": 2, "valence": 2, "voltage": 1, "frequency": 2,
     ]
 
     /// Every numeric key gets a precision; one without an entry in the table shows one decimal.
     static func precision(_ spec: KeySpec) -> Int? {
         guard case .number = spec.kind else { return nil }
-        return precisions[spec.name] ?? 1
+        return precisions[baseName(spec.name)] ?? 1
     }
+
+    /// A phase key (`grid_power_l2`) maps as its key (`grid_power`).
+    static func baseName(_ name: String) -> String { StateKeys.phase(of: name)?.base ?? name }
 
     static func `for`(_ spec: KeySpec) -> Entry {
         let stateClass: String? = switch spec.series {
@@ -362,6 +366,6 @@ enum SensorMapping {
         case .counter: "total_increasing"
         case .none: nil
         }
-        return Entry(deviceClass: deviceClasses[spec.name], stateClass: stateClass)
+        return Entry(deviceClass: deviceClasses[baseName(spec.name)], stateClass: stateClass)
     }
 }

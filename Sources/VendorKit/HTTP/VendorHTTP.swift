@@ -48,12 +48,15 @@ public final class VendorHTTP: Sendable {
         public var holdOffBase: Duration
         /// Longest wait between attempts while held off.
         public var holdOffCap: Duration
+        /// A daily window when failing to reach the vendor is expected (`vendor_unavailable`, not a fault).
+        public var expectedOutage: ExpectedOutage?
 
         public init(
             breaker: CircuitBreaker.Settings = .init(), retry: RetryPolicy = .init(), quota: QuotaScheduler.Settings? = nil,
             classifier: ErrorClassifier.Settings = .init(), unreachableThreshold: Int = 3, tls: TLSPolicy = .system,
-            holdOffBase: Duration = .seconds(15), holdOffCap: Duration = .seconds(300)
+            holdOffBase: Duration = .seconds(15), holdOffCap: Duration = .seconds(300), expectedOutage: ExpectedOutage? = nil
         ) {
+            self.expectedOutage = expectedOutage
             self.holdOffBase = max(.seconds(1), holdOffBase)
             self.holdOffCap = max(self.holdOffBase, holdOffCap)
             self.breaker = breaker
@@ -105,6 +108,7 @@ public final class VendorHTTP: Sendable {
     private let unreachableThreshold: Int
     private let holdOffBase: Duration
     private let holdOffCap: Duration
+    private let expectedOutage: ExpectedOutage?
     /// The vendor's secrets (password, current token), cut out of every vendor-derived message.
     public let redactor: SecretRedactor
     private let sink: VendorEventSink
@@ -131,6 +135,7 @@ public final class VendorHTTP: Sendable {
         unreachableThreshold = settings.unreachableThreshold
         holdOffBase = settings.holdOffBase
         holdOffCap = settings.holdOffCap
+        expectedOutage = settings.expectedOutage
         trust = TLSTrustResolver(
             vendorID: vendorID, policy: settings.tls, store: pinStore ?? InMemoryTLSPinStore(), client: client,
             classifier: classifier, logger: logger
@@ -290,10 +295,8 @@ public final class VendorHTTP: Sendable {
             do {
                 response = try await client.send(request)
             } catch {
-                throw explained(
-                    classifier.classify(Self.transportFailure(error), timeout: request.timeout, requestSent: error.requestSent),
-                    url: request.url
-                )
+                let failure = classifier.classify(Self.transportFailure(error), timeout: request.timeout, requestSent: error.requestSent)
+                throw expectedOutage?.explain(failure, at: now()) ?? explained(failure, url: request.url)
             }
             trust.recordSuccess(url: request.url)
             let value = try interpret(response)

@@ -40,7 +40,7 @@ public final class EnphaseVendor: Vendor {
         self.options = options
         self.sink = sink
         http = VendorHTTP(
-            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink,
+            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: Self.envoySettings(options), sink: sink,
             time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
         )
         if let token = options.token { http.redactor.set("token", token.reveal()) }
@@ -57,6 +57,13 @@ public final class EnphaseVendor: Vendor {
     }
 
     var base: String { options.network.base }
+
+    /// The Envoy's nightly reset is expected: failures to reach it then are quiet.
+    private static func envoySettings(_ options: EnphaseOptions) -> VendorHTTP.Settings {
+        var settings = VendorHTTP.Settings(options.network, retry: .none)
+        settings.expectedOutage = options.nightlyOutage
+        return settings
+    }
 
     public var refreshesAllDevices: Bool { true }
 
@@ -83,7 +90,7 @@ public final class EnphaseVendor: Vendor {
             http.holdOff(after: error)
             throw error
         }
-        var reading = EnphaseMapping.Reading()
+        var reading = EnphaseMapping.Reading(firmware: info.firmware)
         reading.production = try await optional("/production.json?details=1", WireProductionJSON.self, use: use, authorizer: authorizer)
         reading.v1 = try await optional("/api/v1/production", WireV1Production.self, use: use, authorizer: authorizer)
         reading.meters = try await optional("/ivp/meters", [WireMeterConfig].self, use: use, authorizer: authorizer)
@@ -126,10 +133,12 @@ public final class EnphaseVendor: Vendor {
     }
 
     static func order(_ keys: some Sequence<String>) -> [String] {
-        let preferred = ["solar_power", "home_power", "grid_power", "battery_power", "battery_level", "solar_energy", "home_energy",
-                         "grid_import_energy", "grid_export_energy"]
+        let main = ["solar_power", "home_power", "grid_power", "battery_power", "battery_level", "solar_energy", "home_energy",
+                    "grid_import_energy", "grid_export_energy", "voltage", "frequency"]
+        let perPhase = ["solar_power", "home_power", "grid_power", "solar_energy", "home_energy", "grid_import_energy", "grid_export_energy", "voltage"]
+            .flatMap { key in (1...3).map { "\(key)_l\($0)" } }
         let present = Set(keys)
-        return preferred.filter(present.contains)
+        return (main + perPhase).filter(present.contains)
     }
 
     // MARK: Requests

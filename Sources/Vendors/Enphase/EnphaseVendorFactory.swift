@@ -11,6 +11,13 @@ public struct EnphaseOptions: Sendable {
     public var inverters: Bool
     /// The Enlighten login that gets a token for this gateway's serial when no token is given.
     public var enlighten: Enlighten?
+    /// When the Envoy resets itself each night (`nightly_outage`, local time; nil: `false`, every failure counts).
+    public var nightlyOutage: ExpectedOutage?
+
+    /// The Envoy goes dark shortly after 23:00 local time for a few minutes to over an hour, by model and firmware.
+    public static func nightly(_ window: DailyWindow = DailyWindow(start: 22 * 60 + 55, end: 30)) -> ExpectedOutage {
+        ExpectedOutage(window: window, reason: "The Envoy resets itself shortly after 23:00 every night.")
+    }
 
     public struct Enlighten: Sendable {
         public var username: String
@@ -27,7 +34,9 @@ public struct EnphaseOptions: Sendable {
         }
     }
 
-    public init(network: NetworkOptions, token: VendorSecret?, inverters: Bool = false, enlighten: Enlighten? = nil) {
+    public init(network: NetworkOptions, token: VendorSecret?, inverters: Bool = false, enlighten: Enlighten? = nil,
+                nightlyOutage: ExpectedOutage? = EnphaseOptions.nightly()) {
+        self.nightlyOutage = nightlyOutage
         self.network = network
         self.token = token
         self.inverters = inverters
@@ -49,7 +58,7 @@ public enum EnphaseVendorFactory: VendorFactory {
         let path = settings.path
         let node = settings.options
         reader.rejectUnknownKeys(in: node, at: path, allowed: NetworkOptions.keys + ConfigReader.secretKeys("token") + ConfigReader.secretKeys("password")
-            + ["inverters", "username", "enlighten_url", "entrez_url"])
+            + ["inverters", "username", "enlighten_url", "entrez_url", "nightly_outage"])
         let network = NetworkOptions.parse(settings, defaults: defaults, reader: &reader)
         let token = reader.secret("token", of: settings, environment: environment, required: false)
         let inverters = reader.bool(node["inverters"], at: "\(path).inverters") ?? false
@@ -70,8 +79,19 @@ public enum EnphaseVendorFactory: VendorFactory {
         } else if node["password_file"] != nil || node["password_env"] != nil {
             reader.problem("\(path).username", "missing", fix: "the Enlighten login needs the account's email as username")
         }
+        var outage: ExpectedOutage? = EnphaseOptions.nightly()
+        if let value = node["nightly_outage"] {
+            if case .scalar(let text, _) = value, ["false", "no", "off"].contains(text.lowercased()) {
+                outage = nil
+            } else if let text = reader.string(value, at: "\(path).nightly_outage"), let window = DailyWindow(text) {
+                outage = EnphaseOptions.nightly(window)
+            } else {
+                reader.problem("\(path).nightly_outage", "expected a local-time window like \"22:55-00:30\", or false",
+                               fix: "leave it out for 22:55-00:30, or set false to treat every failure as a fault")
+            }
+        }
         guard let network else { return nil }
-        return EnphaseOptions(network: network, token: token, inverters: inverters, enlighten: enlighten)
+        return EnphaseOptions(network: network, token: token, inverters: inverters, enlighten: enlighten, nightlyOutage: outage)
     }
 
     public static func make(_ settings: VendorSettings, options: EnphaseOptions, sink: VendorEventSink, context: VendorContext) throws -> any Vendor {

@@ -12,6 +12,13 @@ struct WireProductionJSON: Decodable, Sendable {
         var whLifetime: Double?
         var percentFull: Double?
         var state: String?
+        /// Per phase, in phase order (only with `details=1`, firmware 7.6.175 and later).
+        var lines: [Line]?
+    }
+
+    struct Line: Decodable, Sendable {
+        var wNow: Double?
+        var whLifetime: Double?
     }
 
     var production: [Entry]?
@@ -37,14 +44,26 @@ struct WireMeterConfig: Decodable, Sendable {
     var eid: Int64
     var state: String?
     var measurementType: String?
+    /// Phases the meter measures (1 on a single-phase supply).
+    var phaseCount: Int?
 }
 
 /// `/ivp/meters/readings`: per meter, energy delivered (imported) and received (exported), in Wh.
+/// `voltage` is the sum over the phases on a multi-phase meter (per phase: `channels`).
 struct WireMeterReading: Decodable, Sendable {
+    struct Channel: Decodable, Sendable {
+        var actEnergyDlvd: Double?
+        var actEnergyRcvd: Double?
+        var voltage: Double?
+    }
+
     var eid: Int64
     var activePower: Double?
     var actEnergyDlvd: Double?
     var actEnergyRcvd: Double?
+    var voltage: Double?
+    var freq: Double?
+    var channels: [Channel]?
 }
 
 /// `/ivp/ensemble/secctrl`: the state of charge of every battery together (AC Batteries and IQ Batteries).
