@@ -28,6 +28,8 @@ public final class SolarEdgeSimulator: Sendable {
     private struct State {
         var faults: [Fault] = []
         var requests: [String: Int] = [:]
+        /// Replaces the recorded overview (a site with a meter and a battery, as the day goes on).
+        var overview: String?
     }
 
     public let configuration: Configuration
@@ -60,6 +62,9 @@ public final class SolarEdgeSimulator: Sendable {
 
     /// `http://127.0.0.1:<port>/v2`.
     public var baseURL: String { get async { await server.baseURL + "/v2" } }
+
+    /// Serves `json` as the site's overview from now on (the recorded site has no meter: its flows are null).
+    public func setOverview(_ json: String) { state.withLock { $0.overview = json } }
 
     public func inject(_ fault: Fault) { state.withLock { $0.faults.append(fault) } }
 
@@ -97,7 +102,7 @@ public final class SolarEdgeSimulator: Sendable {
         switch path {
         case "/v2/sites": return SimResponse.json(files["sites"] ?? "{}", headers: limits)
         case site + "/energy": return SimResponse.json(files["energy"] ?? "{}", headers: limits)
-        case site + "/overview": return SimResponse.json(files["overview"] ?? "{}", headers: limits)
+        case site + "/overview": return SimResponse.json(state.withLock { $0.overview } ?? files["overview"] ?? "{}", headers: limits)
         case site + "/devices": return SimResponse.json(files["devices"] ?? "[]", headers: limits)
         default: return problem(404, "Not Found", "Unknown endpoint", headers: limits)
         }
