@@ -10,7 +10,20 @@ import Synchronization
 /// redirect to an error page, as the real one does. The nightly outage: `setDark(true)` (or a daily `darkWindow`)
 /// makes it accept connections and never answer, as the real one does while it resets; `stop()` refuses them.
 public final class EnphaseSimulator: Sendable {
+    /// One-off answers in place of the next data request's (not `/info`, not the token check).
+    public enum Fault: Sendable, Equatable {
+        /// Answers after a delay (the Envoy is slow; pyenphase waits 45 s).
+        case slow(seconds: Double)
+        /// A truncated JSON body.
+        case malformedJSON
+        /// An HTML error page with this status.
+        case htmlError(status: Int)
+        /// 401, as when the owner token was revoked or the session dropped.
+        case unauthorized
+    }
+
     private struct State {
+        var faults: [Fault] = []
         var sessions: Set<String> = []
         var requests: [String: Int] = [:]
         var tokenChecks = 0
@@ -60,6 +73,8 @@ public final class EnphaseSimulator: Sendable {
     public var requests: [String: Int] { state.withLock { $0.requests } }
     public var tokenChecks: Int { state.withLock { $0.tokenChecks } }
 
+    public func inject(_ fault: Fault) { state.withLock { $0.faults.append(fault) } }
+
     /// While dark every request hangs unanswered (for ten minutes), as the Envoy does during its nightly reset.
     public func setDark(_ dark: Bool) { state.withLock { $0.dark = dark } }
 
@@ -91,6 +106,19 @@ public final class EnphaseSimulator: Sendable {
             return response
         }
         if needsToken, !authorized(request) { return unauthorized }
+        switch state.withLock({ $0.faults.isEmpty ? nil : $0.faults.removeFirst() }) {
+        case .slow(let seconds)?:
+            try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+        case .malformedJSON?:
+            return SimResponse.text(#"{"production":[{"type":"inverters","wNow":"#, status: .ok, contentType: "application/json")
+        case .htmlError(let status)?:
+            return SimResponse.htmlError(HTTPStatusCode(status, phrase: status == 500 ? "Internal Server Error" : "Error"))
+        case .unauthorized?:
+            state.withLock { $0.sessions.removeAll() }
+            return unauthorized
+        case nil:
+            break
+        }
         // Legacy firmware guards the inverter list with Digest as `envoy`, password the serial's last six digits.
         if !needsToken, path == "/api/v1/production/inverters", !digestAuthorized(request) {
             state.withLock { $0.digestChallenges += 1 }

@@ -23,6 +23,10 @@ public final class SolarEdgeSimulator: Sendable {
         case rateLimited(retryAfter: Int)
         case serverError
         case htmlError
+        /// Answers after a delay.
+        case slow(seconds: Double)
+        /// A truncated JSON body with status 200.
+        case malformedJSON
     }
 
     private struct State {
@@ -55,7 +59,7 @@ public final class SolarEdgeSimulator: Sendable {
 
     @discardableResult
     public func start() async throws(SimulatorError) -> UInt16 {
-        try await server.start { [self] request in handle(request) }
+        try await server.start { [self] request in await handle(request) }
     }
 
     public func stop() async { await server.stop() }
@@ -70,7 +74,7 @@ public final class SolarEdgeSimulator: Sendable {
 
     public var requests: [String: Int] { state.withLock { $0.requests } }
 
-    private func handle(_ request: FlyingFox.HTTPRequest) -> FlyingFox.HTTPResponse {
+    private func handle(_ request: FlyingFox.HTTPRequest) async -> FlyingFox.HTTPResponse {
         let path = request.path
         let fault: Fault? = state.withLock { state in
             state.requests[path, default: 0] += 1
@@ -95,6 +99,10 @@ public final class SolarEdgeSimulator: Sendable {
             return problem(500, "Internal Server Error", "Unexpected error", headers: limits)
         case .htmlError?:
             return SimResponse.htmlError(HTTPStatusCode(502, phrase: "Bad Gateway"))
+        case .slow(let seconds)?:
+            try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+        case .malformedJSON?:
+            return SimResponse.json(#"{"unit":"WH","values":[{"timestamp":"#, headers: limits)
         case nil:
             break
         }

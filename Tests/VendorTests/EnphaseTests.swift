@@ -192,6 +192,25 @@ import VendorTesting
         }
     }
 
+    /// Broken answers are errors with a code, and the next good answer clears them: a truncated body, an HTML
+    /// error page, an answer slower than the timeout, a dropped session (the token is checked again once).
+    @Test func brokenAnswersAreClassifiedAndTheNextPollRecovers() async throws {
+        let (simulator, vendor, log) = try await start("7.6.175_with_cts", timeout: .milliseconds(500))
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        simulator.inject(.malformedJSON)
+        #expect(await gatewayError { try await vendor.poll() }?.code == .malformedResponse)
+        simulator.inject(.htmlError(status: 500))
+        #expect(await gatewayError { try await vendor.poll() }?.code == .vendorServerError)
+        simulator.inject(.slow(seconds: 1.5))
+        #expect(await gatewayError { try await vendor.poll() }?.code == .vendorTimeout)
+        simulator.inject(.unauthorized)
+        try await vendor.poll()
+        #expect(simulator.tokenChecks == 2, "one 401: the token is checked again and the call repeated")
+        #expect(vendor.http.health.lastError == nil || vendor.http.health.state != .down)
+        #expect(log.states.values.first?["solar_power"] != nil)
+    }
+
     @Test func anExpiredSessionIsCoveredByTheTokenAndAMissingOrRefusedTokenIsSaidPlainly() async throws {
         let (simulator, vendor, log) = try await start("7.6.175_with_cts")
         defer { Task { await simulator.stop() } }

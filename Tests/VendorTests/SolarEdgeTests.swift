@@ -111,6 +111,8 @@ import VendorTesting
         #expect(limited?.code == .rateLimited && limited?.retryAfter == .seconds(60))
         simulator.inject(.htmlError)
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorServerError)
+        simulator.inject(.malformedJSON)
+        #expect(await gatewayError { try await vendor.poll() }?.code == .malformedResponse)
         try await vendor.poll()
         #expect(simulator.requests["/v2/sites"] == nil, "site_id given: no site list")
         // 2,000 calls a month for one site: at least every 21.6 min whatever poll_interval asks.
