@@ -15,6 +15,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("GreenButton", []),
     ("SolarEdge", []),
     ("Enphase", []),
+    ("Awair", []),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 
@@ -100,14 +101,14 @@ let package = Package(
         ),
         .target(
             name: "ConsciousnessSimulator",
-            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "Yams", package: "Yams")],
             swiftSettings: strict
         ),
         .executableTarget(name: "ConsciousnessSim", dependencies: ["ConsciousnessSimulator"], swiftSettings: strict),
         // Simulators of the energy, water and air vendors (recorded responses plus the real devices' traps).
         .target(
             name: "VendorSimulators",
-            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "Yams", package: "Yams")],
             swiftSettings: strict
         ),
         .executableTarget(

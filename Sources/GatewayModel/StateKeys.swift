@@ -74,6 +74,13 @@ public enum StateKeys {
     public static let pm10 = KeySpec("pm10", label: "PM10", unit: "µg/m³", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
     public static let illuminance = KeySpec("illuminance", label: "Illuminance", unit: "lx", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
     public static let motion = KeySpec("motion", label: "Motion", kind: .bool, category: .environment)
+    /// Sound level, A-weighted.
+    public static let noise = KeySpec("noise", label: "Noise", unit: "dBA", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
+    public static let dewPoint = KeySpec("dew_point", label: "Dew point", unit: "°C", kind: .number(min: nil, max: nil), series: .measurement, category: .environment)
+    /// A monitor's own air quality score (Awair: 0 worst … 100 best); no unit.
+    public static let score = KeySpec("score", label: "Air quality score", kind: .number(min: 0, max: 100), series: .measurement, category: .environment)
+    /// A water leak the vendor detected (Flume's active leak alerts).
+    public static let leak = KeySpec("leak", label: "Leak", kind: .bool, category: .environment)
 
     // Energy: power in W (grid + import / − export, battery + discharge / − charge), energy in kWh.
     public static let power = KeySpec("power", label: "Power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
@@ -121,7 +128,7 @@ public enum StateKeys {
 
     public static let all: [KeySpec] = [
         state, brightness, colorTempKelvin, lock, cover, position, targetTemperature, hvacMode, hvacAction,
-        temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion,
+        temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion, noise, dewPoint, score, leak,
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
         waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, operationMode,

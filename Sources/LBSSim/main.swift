@@ -10,7 +10,7 @@ struct LBSSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-sim",
         abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
-        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self]
+        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self]
     )
 
     struct Powerwall: AsyncParsableCommand {
@@ -77,6 +77,27 @@ struct LBSSim: AsyncParsableCommand {
             let simulator = try EnphaseSimulator(folder: folder, token: token, port: port, darkWindow: window)
             let bound = try await simulator.start()
             print("enphase simulator (\(folder)) on http://127.0.0.1:\(bound)")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        }
+    }
+
+    struct Awair: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Awair's cloud API (/v1) or one monitor's Local API, replaying recorded cassettes (plain HTTP)."
+        )
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "Folder of recorded cassettes.") var fixtures = "Tests/Fixtures/awair"
+        @Option(help: "Serve this recorded monitor's Local API (e.g. awair-elem-1419e1.local) instead of the cloud.") var local: String?
+        @Option(help: "File holding the accepted cloud token (default: the LBS_SIM_TOKEN variable, else 'awair').")
+        var tokenFile: String?
+
+        func run() async throws {
+            let token = try tokenFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
+                ?? ProcessInfo.processInfo.environment["LBS_SIM_TOKEN"] ?? "awair"
+            let simulator = try AwairSimulator(mode: local.map { .local(host: $0) } ?? .cloud(token: token), folder: fixtures, port: port)
+            try await simulator.start()
+            print("awair simulator (\(local.map { "local \($0)" } ?? "cloud")) on \(await simulator.baseURL)")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
         }
     }

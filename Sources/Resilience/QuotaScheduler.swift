@@ -91,17 +91,31 @@ public final class QuotaScheduler: Sendable {
     }
 
     public let vendor: String
-    public let settings: Settings
     private let time: TimeSource
     private let counters: Mutex<[Window: Counter]>
+    private let current: Mutex<Settings>
+
+    /// The budgets in force: the declared ones, or what the vendor said about itself (`update(budgets:)`).
+    public var settings: Settings { current.withLock { $0 } }
 
     public init(vendor: String, settings: Settings, time: TimeSource) {
         self.vendor = vendor
-        self.settings = settings
+        current = Mutex(settings)
         self.time = time
         var initial: [Window: Counter] = [:]
         for window in Window.allCases where settings.budgets.limit(for: window) != nil { initial[window] = Counter() }
         counters = Mutex(initial)
+    }
+
+    /// Replaces the budgets with the ones the vendor reports for this account (Awair's `/users/self`); calls
+    /// already counted in a window stay counted.
+    public func update(budgets: Budgets) {
+        current.withLock { $0.budgets = budgets }
+        counters.withLock { counters in
+            for window in Window.allCases {
+                if budgets.limit(for: window) == nil { counters[window] = nil } else if counters[window] == nil { counters[window] = Counter() }
+            }
+        }
     }
 
     public convenience init<C: Clock>(vendor: String, settings: Settings, clock: C) where C.Duration == Duration {

@@ -1,3 +1,4 @@
+import VendorAwair
 import VendorConsciousness
 import VendorDemo
 import VendorEnphase
@@ -17,5 +18,7 @@ public enum VendorRegistry {
         GreenButtonVendorFactory.self,
         SolarEdgeVendorFactory.self,
         EnphaseVendorFactory.self,
+        AwairCloudVendorFactory.self,
+        AwairLocalVendorFactory.self,
     ]
 }

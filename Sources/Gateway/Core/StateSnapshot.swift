@@ -39,7 +39,7 @@ enum HomeViews {
     static let counterKeys = ["solar_energy", "grid_import_energy", "grid_export_energy", "battery_charge_energy",
                               "battery_discharge_energy", "home_energy", "water_volume", "gas_volume"]
     static let energyKeys: Set<String> = Set(powerKeys + counterKeys + ["battery_level"])
-    static let environmentKeys: Set<String> = ["temperature", "humidity", "co2", "voc", "voc_ppb", "pm25", "pm10", "illuminance"]
+    static let environmentKeys: Set<String> = ["temperature", "humidity", "co2", "voc", "voc_ppb", "pm25", "pm10", "illuminance", "noise", "dew_point", "score"]
 
     /// Sums over every energy device. Grid is + import / − export, battery + discharge / − charge;
     /// home consumption is derived from the flows when no device reports it.

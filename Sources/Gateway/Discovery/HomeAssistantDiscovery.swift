@@ -243,7 +243,7 @@ public struct HomeAssistantDiscovery: Sendable {
             case .bool:
                 var config = identity(key, platform: "binary_sensor", name: .string(spec.label))
                 config["value_template"] = .string("{{ 'ON' if value_json.\(key) else 'OFF' }}")
-                if key == "motion" { config["device_class"] = "motion" }
+                if let deviceClass = SensorMapping.binaryClasses[key] { config["device_class"] = .string(deviceClass) }
                 result.append(Component(key: key, platform: "binary_sensor", config: config))
             default:
                 var config = identity(key, platform: "sensor", name: .string(spec.label))
@@ -336,8 +336,11 @@ enum SensorMapping {
         "battery_charge_energy": "energy", "battery_discharge_energy": "energy", "home_energy": "energy",
         "battery_level": "battery", "battery": "battery",
         "water_flow": "volume_flow_rate", "water_volume": "water", "gas_volume": "gas",
-        "voltage": "voltage", "frequency": "frequency",
+        "voltage": "voltage", "frequency": "frequency", "noise": "sound_pressure", "dew_point": "temperature",
     ]
+
+    /// Home Assistant's binary_sensor device_class per boolean key.
+    static let binaryClasses: [String: String] = ["motion": "motion", "leak": "moisture"]
 
     /// `suggested_display_precision` per key: what a reading is worth showing (vendors send 44.628 %).
     static let precisions: [String: Int] = [
@@ -348,7 +351,7 @@ enum SensorMapping {
         "battery_charge_energy": 2, "battery_discharge_energy": 2, "home_energy": 2,
         "battery_level": 0, "battery": 0, "water_flow": 1, "water_volume": 0, "gas_volume": 2,
         "brightness": 0, "color_temp_kelvin": 0, "position": 0,
-        "awareness_level": 0, "arousal": 2, "valence": 2, "voltage": 1, "frequency": 2,
+        "awareness_level": 0, "arousal": 2, "valence": 2, "voltage": 1, "frequency": 2, "noise": 0, "dew_point": 1, "score": 0,
     ]
 
     /// Every numeric key gets a precision; one without an entry in the table shows one decimal.
