@@ -16,6 +16,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("SolarEdge", []),
     ("Enphase", []),
     ("Awair", []),
+    ("Flume", []),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 

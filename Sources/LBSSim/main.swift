@@ -10,7 +10,7 @@ struct LBSSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-sim",
         abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
-        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self]
+        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self]
     )
 
     struct Powerwall: AsyncParsableCommand {
@@ -99,6 +99,41 @@ struct LBSSim: AsyncParsableCommand {
             try await simulator.start()
             print("awair simulator (\(local.map { "local \($0)" } ?? "cloud")) on \(await simulator.baseURL)")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        }
+    }
+
+    struct Flume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Flume's Personal API (OAuth, devices, usage queries, leaks; plain HTTP).")
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "Folder of recorded responses.") var fixtures = "Tests/Fixtures/flume"
+        @Option(help: "The accepted client id.") var clientID = "flume"
+        @Option(help: "The accepted username.") var username = "flume@example.com"
+        @Option(help: "File holding the accepted client secret (default: the LBS_SIM_CLIENT_SECRET variable, else 'flume').")
+        var clientSecretFile: String?
+        @Option(help: "File holding the accepted password (default: the LBS_SIM_PASSWORD variable, else 'flume').")
+        var passwordFile: String?
+
+        func run() async throws {
+            func secret(_ file: String?, _ variable: String) throws -> String {
+                try file.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
+                    ?? ProcessInfo.processInfo.environment[variable] ?? "flume"
+            }
+            let credentials = FlumeSimulator.Credentials(
+                clientID: clientID, clientSecret: try secret(clientSecretFile, "LBS_SIM_CLIENT_SECRET"), username: username,
+                password: try secret(passwordFile, "LBS_SIM_PASSWORD")
+            )
+            let simulator = try FlumeSimulator(credentials: credentials, fixtures: fixtures, port: port)
+            try await simulator.start()
+            print("flume simulator on \(await simulator.baseURL)")
+            // Water keeps running: a quarter gallon a minute, so the counter visibly grows.
+            while !Task.isCancelled {
+                try await Task.sleep(for: .seconds(60))
+                simulator.updateMeter { meter in
+                    meter.lastMinute = 0.25
+                    meter.today += 0.25
+                }
+            }
         }
     }
 }

@@ -2,6 +2,7 @@ import VendorAwair
 import VendorConsciousness
 import VendorDemo
 import VendorEnphase
+import VendorFlume
 import VendorGreenButton
 import VendorKit
 import VendorPowerwall
@@ -20,5 +21,6 @@ public enum VendorRegistry {
         EnphaseVendorFactory.self,
         AwairCloudVendorFactory.self,
         AwairLocalVendorFactory.self,
+        FlumeVendorFactory.self,
     ]
 }

@@ -215,14 +215,7 @@ public final class EnphaseVendor: Vendor {
     }
 
     /// A JWT's `exp` claim (never verified: the Envoy does that).
-    static func claimedExpiry(_ token: String) -> Date? {
-        let parts = token.split(separator: ".")
-        guard parts.count >= 2 else { return nil }
-        var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while payload.count % 4 != 0 { payload += "=" }
-        guard let data = Data(base64Encoded: payload), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-        return (object["exp"] as? Double).map { Date(timeIntervalSince1970: $0) }
-    }
+    static func claimedExpiry(_ token: String) -> Date? { JWTClaims.expiry(token) }
 
     /// The Enlighten login: `login/login.json` (form) gives a session id, `entrez …/tokens` the gateway's JWT.
     static func enlightenToken(_ login: EnphaseOptions.Enlighten, serial: String, cloud: VendorHTTP, http: VendorHTTP) async throws(GatewayError) -> String {
