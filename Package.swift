@@ -17,6 +17,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Enphase", []),
     ("Awair", []),
     ("Flume", []),
+    ("Neurio", []),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 

@@ -10,7 +10,7 @@ struct LBSSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-sim",
         abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
-        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self]
+        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self, Neurio.self]
     )
 
     struct Powerwall: AsyncParsableCommand {
@@ -134,6 +134,20 @@ struct LBSSim: AsyncParsableCommand {
                     meter.today += 0.25
                 }
             }
+        }
+    }
+
+    struct Neurio: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "A Neurio / PWRview sensor's /current-sample (plain HTTP).")
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "A sample in the published /current-sample format.") var sample = "Tests/Fixtures/neurio/current-sample.json"
+
+        func run() async throws {
+            let simulator = try NeurioSimulator(sampleFile: sample, port: port)
+            try await simulator.start()
+            print("neurio simulator on \(await simulator.baseURL)")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
         }
     }
 }

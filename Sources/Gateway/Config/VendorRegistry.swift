@@ -5,6 +5,7 @@ import VendorEnphase
 import VendorFlume
 import VendorGreenButton
 import VendorKit
+import VendorNeurio
 import VendorPowerwall
 import VendorSolarEdge
 
@@ -22,5 +23,6 @@ public enum VendorRegistry {
         AwairCloudVendorFactory.self,
         AwairLocalVendorFactory.self,
         FlumeVendorFactory.self,
+        NeurioVendorFactory.self,
     ]
 }

@@ -57,10 +57,22 @@ final class GatewayHarness: Sendable {
         _ = await task.result
     }
 
+    /// A client subscribed to `filters`, returned once the gateway announced itself online (at most 5 s): its
+    /// own subscriptions are in place then, so a request the test publishes next is not lost to a gateway that
+    /// is still connecting (a race a loaded machine widens).
     func observer(_ filters: String...) async throws -> TestMQTTClient {
         let client = try await TestMQTTClient.connect(to: broker.url)
         for filter in filters { try await client.subscribe(filter) }
+        await waitUntilOnline()
         return client
+    }
+
+    func waitUntilOnline(timeout: Duration = .seconds(5)) async {
+        let state = config.mqtt.baseTopic + "/bridge/state"
+        guard let probe = try? await TestMQTTClient.connect(to: broker.url) else { return }
+        try? await probe.subscribe(state)
+        _ = try? await probe.waitForMessage(topic: state, timeout: timeout) { $0.payloadString.contains("\"online\"") }
+        await probe.shutdown()
     }
 }
 
