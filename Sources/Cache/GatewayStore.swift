@@ -272,6 +272,37 @@ public final class GatewayStore: Sendable {
         }
     }
 
+    // MARK: - Alerts
+
+    /// Stores an active alert (serialized), replacing an earlier row with its id.
+    public func saveAlert(id: String, json: String) throws(CacheError) {
+        let now = options.clock()
+        try write("save alert") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO alert (id, json, updated_at) VALUES (?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET json = excluded.json, updated_at = excluded.updated_at
+                    """,
+                arguments: [id, json, now])
+        }
+    }
+
+    /// Forgets an alert that cleared.
+    public func deleteAlert(id: String) throws(CacheError) {
+        try write("delete alert") { db in try db.execute(sql: "DELETE FROM alert WHERE id = ?", arguments: [id]) }
+    }
+
+    /// Every active alert, serialized, by id.
+    public func alerts() throws(CacheError) -> [String: String] {
+        try read("read alerts") { db in
+            var alerts: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, json FROM alert") {
+                alerts[try row.decode(String.self, atIndex: 0)] = try row.decode(String.self, atIndex: 1)
+            }
+            return alerts
+        }
+    }
+
     // MARK: - TLS pins
 
     /// The pinned SPKI SHA-256 of a self-signed device endpoint (`host:port`), if one was seen.

@@ -5,6 +5,7 @@ enum Schema {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1", migrate: createVersion1)
+        migrator.registerMigration("v2", migrate: createVersion2)
         return migrator
     }
 
@@ -86,6 +87,17 @@ enum Schema {
                 host_port TEXT PRIMARY KEY NOT NULL,
                 spki_sha256 TEXT NOT NULL,
                 first_seen REAL NOT NULL
+            );
+            """)
+    }
+
+    /// Active alerts (`<base>/alert/<id>`), so a restart neither raises them again nor forgets to clear them.
+    private static func createVersion2(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE alert (
+                id TEXT PRIMARY KEY NOT NULL,
+                json TEXT NOT NULL,
+                updated_at REAL NOT NULL
             );
             """)
     }

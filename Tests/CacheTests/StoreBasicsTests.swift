@@ -9,16 +9,16 @@ struct StoreBasicsTests {
             let path = directory.appendingPathComponent("gateway.sqlite").path
             let store = try GatewayStore(path: path)
             #expect(try store.tableNames() == [
-                "device", "device_state", "outbox", "reading", "reading_hourly", "series", "tls_pin", "vendor_health",
+                "alert", "device", "device_state", "outbox", "reading", "reading_hourly", "series", "tls_pin", "vendor_health",
             ])
-            #expect(try store.appliedMigrations() == ["v1"])
+            #expect(try store.appliedMigrations() == ["v1", "v2"])
             try store.upsertDevices([StoredDevice(id: "d1", vendorID: "v", json: "{}", updatedAt: 1)])
             try store.close()
 
             // Re-running the migrator on an existing file changes nothing and keeps the data.
             let reopened = try GatewayStore(path: path)
             defer { try? reopened.close() }
-            #expect(try reopened.appliedMigrations() == ["v1"])
+            #expect(try reopened.appliedMigrations() == ["v1", "v2"])
             #expect(try reopened.devices().map(\.id) == ["d1"])
             #expect(try reopened.integrityCheck() == "ok")
         }

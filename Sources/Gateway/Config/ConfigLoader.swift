@@ -52,7 +52,7 @@ public enum ConfigLoader {
             reader.problem("(file)", "expected a mapping at the top level", fix: "start with 'mqtt:' and 'vendors:' sections")
             return nil
         }
-        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors"])
+        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts"])
 
         // mqtt
         let mqttNode = reader.mapping(root["mqtt"], at: "mqtt", required: environment[Environment.url] == nil)
@@ -169,6 +169,8 @@ public enum ConfigLoader {
             }
         }
 
+        let alerts = readAlerts(root["alerts"], reader: &reader)
+
         let logLevel = reader.oneOf(root["log_level"], at: "log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"]) ?? "info"
 
         // vendors
@@ -205,10 +207,52 @@ public enum ConfigLoader {
         case let other?:
             reader.problem("vendors", "expected a list, found \(other.kindName)", fix: "write each vendor as a '- type: …' item")
         }
-        return GatewayConfig(mqtt: mqtt, homeAssistant: ha, storage: storage, commands: commands, logLevel: logLevel, vendors: vendors)
+        var config = GatewayConfig(mqtt: mqtt, homeAssistant: ha, storage: storage, commands: commands, logLevel: logLevel, vendors: vendors)
+        config.alerts = alerts
+        return config
     }
 
     /// `energy_home: true|false|[keys]`: which energy keys an entry adds to `<base>/energy/home`.
+    /// `alerts: {enabled, water_leak: {flow_above, for}, environment: {<key>: {above, below}}, rooms: {<room>: {<key>: …}}}`.
+    /// A key's limits replace the default ones for that key; `<key>: false` turns its alerts off.
+    static func readAlerts(_ node: ConfigNode?, reader: inout ConfigReader) -> AlertSettings {
+        var settings = AlertSettings()
+        guard let node = reader.mapping(node, at: "alerts") else { return settings }
+        reader.rejectUnknownKeys(in: node, at: "alerts", allowed: ["enabled", "water_leak", "environment", "rooms"])
+        if let enabled = reader.bool(node["enabled"], at: "alerts.enabled") { settings.enabled = enabled }
+        if let water = reader.mapping(node["water_leak"], at: "alerts.water_leak") {
+            reader.rejectUnknownKeys(in: water, at: "alerts.water_leak", allowed: ["flow_above", "for"])
+            if let flow = reader.number(water["flow_above"], at: "alerts.water_leak.flow_above", range: 0...1000) { settings.leakFlowAbove = flow }
+            if let seconds = reader.number(water["for"], at: "alerts.water_leak.for", range: 60...86_400) { settings.leakFlowDuration = seconds }
+        }
+        func limits(_ node: ConfigNode?, at path: String, into table: inout [String: AlertSettings.Threshold]) {
+            guard let node = reader.mapping(node, at: path) else { return }
+            for key in node.keys {
+                let at = "\(path).\(key)"
+                guard let spec = StateKeys.spec(key), case .number = spec.kind else {
+                    reader.problem(at, "'\(key)' is not a numeric state key", fix: "use e.g. co2, humidity, temperature, pm25, voc, voc_ppb")
+                    continue
+                }
+                if case .scalar(let text, _)? = node[key], text.lowercased() == "false" {
+                    table[key] = AlertSettings.Threshold()
+                    continue
+                }
+                guard let limit = reader.mapping(node[key], at: at) else { continue }
+                reader.rejectUnknownKeys(in: limit, at: at, allowed: ["above", "below"])
+                table[key] = AlertSettings.Threshold(above: reader.number(limit["above"], at: "\(at).above"), below: reader.number(limit["below"], at: "\(at).below"))
+            }
+        }
+        limits(node["environment"], at: "alerts.environment", into: &settings.environment)
+        if let rooms = reader.mapping(node["rooms"], at: "alerts.rooms") {
+            for room in rooms.keys {
+                var table: [String: AlertSettings.Threshold] = [:]
+                limits(rooms[room], at: "alerts.rooms.\(room)", into: &table)
+                settings.rooms[Slug.make(room)] = table
+            }
+        }
+        return settings
+    }
+
     static func readEnergyHome(_ node: ConfigNode?, at path: String, reader: inout ConfigReader) -> Set<String>? {
         let known = HomeViews.powerKeys + HomeViews.counterKeys + ["battery_level"]
         switch node {

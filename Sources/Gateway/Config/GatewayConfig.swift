@@ -11,6 +11,8 @@ public struct GatewayConfig: Sendable {
     public var commands: CommandSettings
     public var logLevel: String
     public var vendors: [VendorSettings]
+    /// `alerts:` (on by default).
+    public var alerts = AlertSettings()
 
     public init(
         mqtt: MQTTSettings, homeAssistant: HomeAssistantSettings = .init(), storage: StorageSettings? = nil,

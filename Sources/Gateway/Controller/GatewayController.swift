@@ -16,7 +16,7 @@ public final class GatewayController {
     /// Every `type` published on `<base>/bridge/event` (documented in `mqtt-topics.md`; a test keeps them in step).
     public nonisolated static let eventTypes = [
         "device_added", "device_removed", "command_failed", "vendor_state_changed", "response_refused",
-        "storage_state_changed", "inventory_truncated", "device_event",
+        "storage_state_changed", "inventory_truncated", "device_event", "alert_raised", "alert_cleared",
     ]
 
     let hub: GatewayHub
@@ -45,6 +45,7 @@ public final class GatewayController {
         if context.config.homeAssistant.enabled { list.append(HomeAssistantExtension(hub: hub)) }
         list.append(StatePublisher(hub: hub))
         list.append(HomeViewsPublisher(hub: hub))
+        if context.config.alerts.enabled { list.append(AlertsExtension(hub: hub, store: persistence?.store)) }
         if let cache { list.append(cache) }
         list.append(commands)
         list.append(RetainedSweep(hub: hub))

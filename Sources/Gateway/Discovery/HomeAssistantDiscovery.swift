@@ -12,6 +12,8 @@ public struct HomeAssistantDiscovery: Sendable {
     public let topics: Topics
     public let mode: HomeAssistantSettings.Mode
     public let version: String
+    /// The alert rules: each that applies to a device is a binary sensor of the device.
+    public var alerts: AlertSettings?
 
     public init(topics: Topics, mode: HomeAssistantSettings.Mode, version: String) {
         self.topics = topics
@@ -268,6 +270,16 @@ public struct HomeAssistantDiscovery: Sendable {
             config["event_types"] = .array(types.map(JSON.string))
             if device.type == .button { config["device_class"] = "button" }
             result.append(Component(key: "event", platform: "event", config: config))
+        }
+        // One binary sensor per alert rule that applies (on while `<base>/alert/<rule>_<device>` says ON).
+        for rule in alerts?.rules(for: device) ?? [] {
+            var config = identity("alert_\(rule.name)", platform: "binary_sensor", name: .string(rule.label))
+            let topic = topics.alert(rule.name + "_" + id.rawValue)
+            config["state_topic"] = .string(topic)
+            config["value_template"] = "{{ value_json.state }}"
+            config["json_attributes_topic"] = .string(topic)
+            config["device_class"] = .string(rule.deviceClass)
+            result.append(Component(key: "alert_\(rule.name)", platform: "binary_sensor", config: config))
         }
         // A diagnostic "Stale" problem sensor: ON while the values come from the cache, not the vendor.
         var stale = identity("stale", platform: "binary_sensor", name: "Stale")

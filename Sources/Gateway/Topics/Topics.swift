@@ -32,6 +32,8 @@ public struct Topics: Sendable {
 
     public var energyHome: String { "\(base)/energy/home" }
     public func environment(room: String) -> String { "\(base)/environment/\(room)" }
+    /// One alert's retained state (`<base>/alert/<alert id>`).
+    public func alert(_ id: String) -> String { "\(base)/alert/\(id)" }
 
     /// An inbound topic, parsed.
     public enum Inbound: Sendable, Equatable {

@@ -21,7 +21,9 @@ final class HomeAssistantExtension: GatewayExtension {
     init(hub: GatewayHub) {
         self.hub = hub
         let config = hub.config.homeAssistant
-        discovery = HomeAssistantDiscovery(topics: hub.topics, mode: config.mode, version: GatewayController.version)
+        var discovery = HomeAssistantDiscovery(topics: hub.topics, mode: config.mode, version: GatewayController.version)
+        discovery.alerts = hub.config.alerts
+        self.discovery = discovery
     }
 
     var subscriptions: [String] { [hub.config.homeAssistant.statusTopic] }

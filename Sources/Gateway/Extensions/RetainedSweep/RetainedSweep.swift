@@ -38,7 +38,7 @@ final class RetainedSweep: GatewayExtension {
     /// connect it subscribes for a moment to its own retained availability and discovery topics: devices
     /// found there that no configured vendor reports any more are cleared (no ghost entities), with or without a cache.
     var sweepFilters: [String] {
-        var filters = ["\(hub.topics.base)/device/+/availability"]
+        var filters = ["\(hub.topics.base)/device/+/availability", "\(hub.topics.base)/alert/+"]
         if hub.config.homeAssistant.enabled {
             let prefix = hub.config.homeAssistant.discoveryPrefix
             filters.append(hub.config.homeAssistant.mode == .device ? "\(prefix)/device/+/config" : "\(prefix)/+/+/+/config")
@@ -76,6 +76,14 @@ final class RetainedSweep: GatewayExtension {
         if message.topic.hasPrefix(devicePrefix), message.topic.hasSuffix("/availability") {
             let raw = message.topic.dropFirst(devicePrefix.count).dropLast("/availability".count)
             if let id = DeviceID(validating: String(raw)), hub.devices[id] == nil {
+                orphanCandidates[id, default: []].insert(message.topic)
+            }
+            return
+        }
+        // An alert's retained state names its device.
+        if message.topic.hasPrefix("\(hub.topics.base)/alert/") {
+            if message.payload.count <= hub.config.mqtt.maxPayloadBytes, case .success(let json) = JSONValue.parse(message.payload),
+               let raw = json["device"]?.string, let id = DeviceID(validating: raw), hub.devices[id] == nil {
                 orphanCandidates[id, default: []].insert(message.topic)
             }
             return

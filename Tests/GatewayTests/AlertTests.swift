@@ -1,0 +1,191 @@
+import Cache
+import Foundation
+@testable import Gateway
+import GatewayModel
+import GatewayTesting
+import Logging
+import Testing
+import VendorKit
+import VendorSimulators
+
+/// The alert rules on their own (time comes with each reading) and through the controller (events, retained
+/// alert topics, Home Assistant binary sensors, the cache across a restart).
+@Suite struct AlertRuleTests {
+    static let air = Device(vendorID: "air", vendorDeviceID: "office", name: "Office Air", type: .airQuality, room: "Office",
+                            keys: ["temperature", "humidity", "co2", "pm25"])
+    static let water = Device(vendorID: "flume", vendorDeviceID: "main", name: "Water", type: .waterMeter, keys: ["water_flow", "water_volume", "leak"])
+    static let t0 = Date(timeIntervalSince1970: 1_790_000_000)
+
+    func raised(_ changes: [AlertChange]) -> [String] { changes.compactMap { if case .raised(let a) = $0 { a.id } else { nil } } }
+    func cleared(_ changes: [AlertChange]) -> [String] { changes.compactMap { if case .cleared(let a, _) = $0 { a.id } else { nil } } }
+
+    @Test func aThresholdRaisesOnceAndClearsOnlyPastItsMargin() {
+        var rules = AlertRules(settings: AlertSettings())
+        let id = "co2_high_air_office"
+        #expect(raised(rules.evaluate(Self.air, values: ["co2": .number(990)], at: Self.t0)).isEmpty)
+        let up = rules.evaluate(Self.air, values: ["co2": .number(1200)], at: Self.t0 + 60)
+        #expect(raised(up) == [id])
+        guard case .raised(let alert)? = up.first else { Issue.record("no alert"); return }
+        #expect(alert.severity == .warning && alert.threshold == 1000 && alert.value == 1200 && alert.room == "Office")
+        #expect(alert.message.contains("1200 ppm") && alert.suggestion.contains("fresh air"))
+        // Hovering just under the limit does not flap: it clears only below 1,000 − 50 ppm.
+        #expect(rules.evaluate(Self.air, values: ["co2": .number(980)], at: Self.t0 + 120).isEmpty)
+        #expect(rules.evaluate(Self.air, values: ["co2": .number(1010)], at: Self.t0 + 180).isEmpty, "still the same alert, not a second")
+        #expect(cleared(rules.evaluate(Self.air, values: ["co2": .number(940)], at: Self.t0 + 240)) == [id])
+        #expect(rules.active.isEmpty)
+        // Twice the limit is critical.
+        guard case .raised(let high)? = rules.evaluate(Self.air, values: ["co2": .number(2100)], at: Self.t0 + 300).first else { Issue.record("no alert"); return }
+        #expect(high.severity == .critical)
+    }
+
+    @Test func lowLimitsRoomOverridesAndOffSwitches() {
+        var settings = AlertSettings()
+        settings.rooms["office"] = ["co2": .init(above: 800), "pm25": .init()]
+        var rules = AlertRules(settings: settings)
+        let changes = rules.evaluate(Self.air, values: ["co2": .number(850), "humidity": .number(25), "temperature": .number(15), "pm25": .number(80)], at: Self.t0)
+        #expect(Set(raised(changes)) == ["co2_high_air_office", "humidity_low_air_office", "temperature_low_air_office"], "pm25 is off in the office")
+        #expect(settings.rules(for: Self.air).map(\.name) == ["co2_high", "humidity_high", "humidity_low", "temperature_high", "temperature_low"])
+        #expect(settings.rules(for: Self.air).first { $0.name == "temperature_low" }?.deviceClass == "cold")
+        var off = AlertSettings()
+        off.enabled = false
+        #expect(off.rules(for: Self.air).isEmpty)
+    }
+
+    @Test func aLeakFlagOrAnHourOfUnbrokenFlowIsAWaterLeak() {
+        var rules = AlertRules(settings: AlertSettings())
+        let id = "water_leak_flume_main"
+        // Flow for 59 minutes, a break, then 60 unbroken minutes.
+        for minute in 0..<59 { #expect(rules.evaluate(Self.water, values: ["water_flow": .number(1.5)], at: Self.t0 + Double(minute * 60)).isEmpty) }
+        #expect(rules.evaluate(Self.water, values: ["water_flow": .number(0)], at: Self.t0 + 59 * 60).isEmpty)
+        var raisedAt: Int?
+        for minute in 60...125 where raisedAt == nil {
+            if raised(rules.evaluate(Self.water, values: ["water_flow": .number(0.5)], at: Self.t0 + Double(minute * 60))) == [id] { raisedAt = minute }
+        }
+        #expect(raisedAt == 120, "raised after 60 minutes without a break, not before")
+        #expect(rules.active[id]?.severity == .critical && rules.active[id]?.message.contains("60 min") == true)
+        #expect(cleared(rules.evaluate(Self.water, values: ["water_flow": .number(0)], at: Self.t0 + 7300)) == [id])
+        // The vendor's own leak flag: at once.
+        #expect(raised(rules.evaluate(Self.water, values: ["leak": .bool(true), "water_flow": .number(0)], at: Self.t0 + 7400)) == [id])
+        #expect(cleared(rules.evaluate(Self.water, values: ["leak": .bool(false), "water_flow": .number(0)], at: Self.t0 + 7500)) == [id])
+    }
+
+    /// A real day of an Awair's 5-minute averages (python_awair's recording), oldest first: CO2 crosses
+    /// 1,000 ppm. The alert is raised at the first average above the limit and cleared at the first one back
+    /// under 950 ppm after it, each at the recording's own time.
+    @Test func aRecordedDayOfReadings() throws {
+        let cassette = try Cassette(path: Fixtures.path("awair", "five_minute.yaml"))
+        let body = try #require(cassette.interactions.first?.body)
+        let data = try #require((try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["data"] as? [[String: Any]])
+        let series: [(Date, Double)] = try data.map { entry in
+            let stamp = try #require(entry["timestamp"] as? String)
+            let at = try #require(ISOTime.parse(stamp))
+            let co2 = try #require((entry["sensors"] as? [[String: Any]])?.first { $0["comp"] as? String == "co2" }?["value"] as? Double)
+            return (at, co2)
+        }.sorted { $0.0 < $1.0 }
+        #expect(series.count == 288)
+        var rules = AlertRules(settings: AlertSettings())
+        var events: [(String, Date)] = []
+        for (at, co2) in series {
+            for change in rules.evaluate(Self.air, values: ["co2": .number(co2)], at: at) {
+                switch change {
+                case .raised(let alert): events.append(("raised", alert.since))
+                case .cleared(_, let when): events.append(("cleared", when))
+                }
+            }
+        }
+        let firstAbove = try #require(series.first { $0.1 > 1000 })
+        #expect(events.first?.0 == "raised" && events.first?.1 == firstAbove.0)
+        if let firstBack = series.first(where: { $0.0 > firstAbove.0 && $0.1 < 950 }) {
+            #expect(events.count >= 2 && events[1].0 == "cleared" && events[1].1 == firstBack.0)
+        }
+        // Every alternation is raise, clear, raise…: never two raises in a row.
+        #expect(zip(events, events.dropFirst()).allSatisfy { $0.0 != $1.0 })
+    }
+}
+
+@Suite struct AlertControllerTests {
+    struct Harness {
+        let transport = RecordingTransport()
+        let controller: GatewayController
+
+        init(persistence: Persistence? = nil) async {
+            let config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "demo", id: "air")])
+            controller = await GatewayController(config: config, transport: transport, logger: Logger(label: "test"), persistence: persistence)
+            await controller.handle(.inventory(vendorID: "air", devices: [AlertRuleTests.air]))
+            await controller.connected()
+        }
+
+        func reading(_ co2: Double, at: Date) async {
+            await controller.handle(.state(AlertRuleTests.air.id, ["co2": .number(co2), "temperature": .number(21)], observedAt: at))
+        }
+    }
+
+    @Test func anAlertIsAnEventARetainedTopicAndABinarySensor() async throws {
+        let h = await Harness()
+        let topic = "lbs/alert/co2_high_air_office"
+        #expect(h.transport.json(topic)?["state"] as? String == "OFF", "announced off, so Home Assistant has a state")
+        let discovery = try #require(h.transport.json("homeassistant/device/lbs_air_office/config"))
+        let sensor = try #require((discovery["components"] as? [String: Any])?["alert_co2_high"] as? [String: Any])
+        #expect(sensor["platform"] as? String == "binary_sensor" && sensor["state_topic"] as? String == topic)
+        #expect(sensor["device_class"] as? String == "problem" && sensor["value_template"] as? String == "{{ value_json.state }}")
+
+        await h.reading(1300, at: AlertRuleTests.t0)
+        let raised = try #require(h.transport.messages.last { $0.topic == "lbs/bridge/event" && $0.payload.contains("alert_raised") })
+        #expect(raised.payload.contains(#""alert":"co2_high_air_office""#) && raised.payload.contains(#""severity":"warning""#))
+        let on = try #require(h.transport.last(topic))
+        #expect(on.retain && on.payload.contains(#""state":"ON""#) && on.payload.contains(#""value":1300"#) && on.payload.contains(#""threshold":1000"#))
+
+        await h.reading(900, at: AlertRuleTests.t0 + 600)
+        #expect(h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("alert_cleared") })
+        #expect(h.transport.json(topic)?["state"] as? String == "OFF" && h.transport.json(topic)?["cleared_at"] != nil)
+
+        // A device that goes away takes its alert topics with it.
+        await h.controller.handle(.inventory(vendorID: "air", devices: []))
+        #expect(h.transport.last(topic)?.payload == "")
+    }
+
+    @Test func activeAlertsSurviveARestartThroughTheCache() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("gateway.sqlite")
+        do {
+            let persistence = try Persistence(path: path, logger: Logger(label: "test"))
+            let h = await Harness(persistence: persistence)
+            await h.reading(1500, at: AlertRuleTests.t0)
+            try await waitUntil("alert stored") { (try? persistence.store.alerts().keys.sorted()) == ["co2_high_air_office"] }
+            try persistence.store.close()
+        }
+        // After the restart the same high reading is no news; the alert is ON at once and clears normally.
+        let persistence = try Persistence(path: path, logger: Logger(label: "test"))
+        defer { try? persistence.store.close() }
+        let h = await Harness(persistence: persistence)
+        #expect(h.transport.json("lbs/alert/co2_high_air_office")?["state"] as? String == "ON")
+        await h.reading(1500, at: AlertRuleTests.t0 + 60)
+        #expect(!h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("alert_raised") })
+        await h.reading(700, at: AlertRuleTests.t0 + 120)
+        #expect(h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("alert_cleared") })
+        try await waitUntil("alert forgotten") { (try? persistence.store.alerts().isEmpty) == true }
+    }
+
+    @Test func theAlertsSectionIsReadAndCheckedWithKeyPaths() {
+        let yaml = """
+        mqtt: {url: "mqtt://127.0.0.1"}
+        vendors: [{type: demo, id: demo}]
+        alerts:
+          water_leak: {flow_above: 0.5, for: 1800}
+          environment: {co2: {above: 1200}, pm25: false}
+          rooms: {Bedroom: {co2: {above: 800}}}
+        """
+        let config = try? ConfigLoader.parse(yaml: yaml, baseDirectory: "/tmp").get()
+        #expect(config?.alerts.leakFlowAbove == 0.5 && config?.alerts.leakFlowDuration == 1800)
+        #expect(config?.alerts.environment["co2"]?.above == 1200 && config?.alerts.environment["pm25"] == AlertSettings.Threshold())
+        #expect(config?.alerts.rooms["bedroom"]?["co2"]?.above == 800 && config?.alerts.environment["humidity"]?.below == 30)
+        let badYAML = """
+        mqtt: {url: "mqtt://127.0.0.1"}
+        vendors: [{type: demo}]
+        alerts: {environment: {colour: {above: 1}}}
+        """
+        let bad = ConfigLoader.parse(yaml: badYAML, baseDirectory: "/tmp")
+        guard case .failure(let failure) = bad else { Issue.record("accepted an unknown key"); return }
+        #expect(failure.problems.map(\.path) == ["alerts.environment.colour"])
+    }
+}
