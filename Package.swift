@@ -18,6 +18,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Awair", []),
     ("Flume", []),
     ("Neurio", []),
+    ("Emporia", []),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 

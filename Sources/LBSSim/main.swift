@@ -10,7 +10,7 @@ struct LBSSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-sim",
         abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
-        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self, Neurio.self]
+        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self, Neurio.self, Emporia.self]
     )
 
     struct Powerwall: AsyncParsableCommand {
@@ -147,6 +147,23 @@ struct LBSSim: AsyncParsableCommand {
             let simulator = try NeurioSimulator(sampleFile: sample, port: port)
             try await simulator.start()
             print("neurio simulator on \(await simulator.baseURL)")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        }
+    }
+
+    struct Emporia: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Emporia's cloud and its Cognito sign-in (a Vue, three circuits, a plug; plain HTTP).")
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "File holding the accepted refresh token (default: the LBS_SIM_REFRESH_TOKEN variable, else 'emporia').")
+        var refreshTokenFile: String?
+
+        func run() async throws {
+            let token = try refreshTokenFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
+                ?? ProcessInfo.processInfo.environment["LBS_SIM_REFRESH_TOKEN"] ?? "emporia"
+            let simulator = EmporiaSimulator(refreshToken: token, port: port)
+            try await simulator.start()
+            print("emporia simulator on \(await simulator.baseURL) (auth_url: \(await simulator.baseURL)/)")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
         }
     }

@@ -1,6 +1,7 @@
 import VendorAwair
 import VendorConsciousness
 import VendorDemo
+import VendorEmporia
 import VendorEnphase
 import VendorFlume
 import VendorGreenButton
@@ -24,5 +25,6 @@ public enum VendorRegistry {
         AwairLocalVendorFactory.self,
         FlumeVendorFactory.self,
         NeurioVendorFactory.self,
+        EmporiaVendorFactory.self,
     ]
 }
