@@ -69,6 +69,22 @@ import VendorSimulators
         #expect(cleared(rules.evaluate(Self.water, values: ["leak": .bool(false), "water_flow": .number(0)], at: Self.t0 + 7500)) == [id])
     }
 
+    @Test func anHourWellAboveTheSameHourOfEarlierDaysIsUnusual() {
+        var rules = AlertRules(settings: AlertSettings())
+        let meter = Device(vendorID: "pw", vendorDeviceID: "site", name: "Home", type: .energyMeter, keys: ["home_power", "home_energy"])
+        let hour = Self.t0
+        #expect(rules.evaluateConsumption(meter, key: "home_energy", use: 5, sameHourBefore: [1, 1], hour: hour).isEmpty, "two days are too few")
+        #expect(rules.evaluateConsumption(meter, key: "home_energy", use: 1.9, sameHourBefore: [1, 0.8, 1.2], hour: hour).isEmpty, "under twice the mean")
+        let up = rules.evaluateConsumption(meter, key: "home_energy", use: 2.5, sameHourBefore: [1, 0.8, 1.2], hour: hour)
+        guard case .raised(let alert)? = up.first else { Issue.record("not raised"); return }
+        #expect(alert.id == "unusual_consumption_pw_site" && alert.threshold == 2 && alert.value == 2.5 && alert.since == hour + 3600)
+        #expect(alert.message.contains("usually takes 1 kWh"))
+        // Tiny hours are never unusual: 0.2 kWh against 0.05 is under the 0.3 kWh floor.
+        var quiet = AlertRules(settings: AlertSettings())
+        #expect(quiet.evaluateConsumption(meter, key: "home_energy", use: 0.2, sameHourBefore: [0.05, 0.05, 0.05], hour: hour).isEmpty)
+        #expect(cleared(rules.evaluateConsumption(meter, key: "home_energy", use: 1, sameHourBefore: [1, 0.8, 1.2], hour: hour + 3600)) == [alert.id])
+    }
+
     /// A real day of an Awair's 5-minute averages (python_awair's recording), oldest first: CO2 crosses
     /// 1,000 ppm. The alert is raised at the first average above the limit and cleared at the first one back
     /// under 950 ppm after it, each at the recording's own time.
@@ -164,6 +180,38 @@ import VendorSimulators
         await h.reading(700, at: AlertRuleTests.t0 + 120)
         #expect(h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("alert_cleared") })
         try await waitUntil("alert forgotten") { (try? persistence.store.alerts().isEmpty) == true }
+    }
+
+    /// Four days of an energy counter in a real cache: the last hour took 3 kWh where that hour took 1 kWh on the
+    /// three days before; the hourly check raises `unusual_consumption` from the cache's hourly aggregates.
+    @Test func unusualConsumptionIsFoundInTheCachesHourlyHistory() async throws {
+        let directory = try TemporaryDirectory()
+        let persistence = try Persistence(path: directory.file("gateway.sqlite"), logger: Logger(label: "test"))
+        defer { try? persistence.store.close() }
+        let meter = Device(vendorID: "air", vendorDeviceID: "meter", name: "Meter", type: .energyMeter, keys: ["home_energy"])
+        let hour = (AlertRuleTests.t0.timeIntervalSince1970 / 3600).rounded(.down) * 3600
+        var readings: [Reading] = []
+        var total = 100.0
+        // One reading every 15 min for four days before the hour and through it: 0.25 kWh each (1 kWh an hour),
+        // except in the hour checked, where each is 0.75 kWh (3 kWh).
+        for step in stride(from: hour - 4 * 86_400 - 3600, through: hour + 3600, by: 900) {
+            total += (step >= hour && step < hour + 3600) ? 0.75 : 0.25
+            readings.append(Reading(deviceID: "air_meter", key: "home_energy", time: step, value: total, kind: .counter))
+        }
+        _ = try persistence.store.appendReadings(readings)
+        let config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "demo", id: "air")])
+        let transport = RecordingTransport()
+        let controller = await GatewayController(config: config, transport: transport, logger: Logger(label: "test"), persistence: persistence)
+        await controller.handle(.inventory(vendorID: "air", devices: [meter]))
+        await controller.connected()
+        await controller.checkConsumption(hour: Date(timeIntervalSince1970: hour))
+        let alert = try #require(transport.json("lbs/alert/unusual_consumption_air_meter"))
+        #expect(alert["state"] as? String == "ON" && alert["value"] as? Double == 3 && alert["threshold"] as? Double == 2)
+        #expect(transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("alert_raised") && $0.payload.contains("unusual_consumption") })
+        // The hour before was ordinary.
+        transport.clear()
+        await controller.checkConsumption(hour: Date(timeIntervalSince1970: hour - 3600))
+        #expect(transport.json("lbs/alert/unusual_consumption_air_meter")?["state"] as? String == "OFF")
     }
 
     @Test func theAlertsSectionIsReadAndCheckedWithKeyPaths() {

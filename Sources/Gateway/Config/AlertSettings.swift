@@ -21,6 +21,17 @@ public struct AlertSettings: Sendable, Equatable {
     /// Limits per key for every room; `rooms` overrides them per room (by the room's slug).
     public var environment: [String: Threshold] = AlertSettings.defaultEnvironment
     public var rooms: [String: [String: Threshold]] = [:]
+    /// `unusual_consumption`: an hour's use above `consumptionFactor` × the same hour's mean over the last
+    /// `consumptionDays` days (at least `consumptionMinDays` of them in the cache).
+    public var consumptionFactor: Double = 2
+    public var consumptionDays = 14
+    public var consumptionMinDays = 3
+
+    /// The counters whose hourly use is compared, in order of preference (one per device), with the least use
+    /// an hour must have before it can be unusual (a few litres against a few more is no news).
+    public static let consumptionKeys: [(key: String, minimum: Double)] = [
+        ("home_energy", 0.3), ("water_volume", 20), ("gas_volume", 0.2), ("grid_import_energy", 0.3), ("energy", 0.3),
+    ]
 
     public init() {}
 
@@ -57,6 +68,9 @@ public struct AlertSettings: Sendable, Equatable {
         var rules: [Rule] = []
         if device.keys.contains("leak") || device.keys.contains("water_flow") {
             rules.append(Rule(name: "water_leak", label: "Water leak", deviceClass: "moisture"))
+        }
+        if consumptionFactor > 0, Self.consumptionKeys.contains(where: { device.keys.contains($0.key) }) {
+            rules.append(Rule(name: "unusual_consumption", label: "Unusual consumption", deviceClass: "problem"))
         }
         for key in device.keys.sorted() {
             guard let limit = threshold(key, room: device.roomSlug), let spec = StateKeys.spec(key) else { continue }

@@ -209,6 +209,8 @@ public enum ConfigLoader {
         }
         var config = GatewayConfig(mqtt: mqtt, homeAssistant: ha, storage: storage, commands: commands, logLevel: logLevel, vendors: vendors)
         config.alerts = alerts
+        // `unusual_consumption` compares with the cache's hourly history: without `storage:` there is none.
+        if storage == nil { config.alerts.consumptionFactor = 0 }
         return config
     }
 
@@ -218,7 +220,13 @@ public enum ConfigLoader {
     static func readAlerts(_ node: ConfigNode?, reader: inout ConfigReader) -> AlertSettings {
         var settings = AlertSettings()
         guard let node = reader.mapping(node, at: "alerts") else { return settings }
-        reader.rejectUnknownKeys(in: node, at: "alerts", allowed: ["enabled", "water_leak", "environment", "rooms"])
+        reader.rejectUnknownKeys(in: node, at: "alerts", allowed: ["enabled", "water_leak", "environment", "rooms", "unusual_consumption"])
+        if let usage = reader.mapping(node["unusual_consumption"], at: "alerts.unusual_consumption") {
+            reader.rejectUnknownKeys(in: usage, at: "alerts.unusual_consumption", allowed: ["factor", "days", "min_days"])
+            if let factor = reader.number(usage["factor"], at: "alerts.unusual_consumption.factor", range: 0...100) { settings.consumptionFactor = factor }
+            if let days = reader.number(usage["days"], at: "alerts.unusual_consumption.days", range: 1...60) { settings.consumptionDays = Int(days) }
+            if let days = reader.number(usage["min_days"], at: "alerts.unusual_consumption.min_days", range: 1...60) { settings.consumptionMinDays = Int(days) }
+        }
         if let enabled = reader.bool(node["enabled"], at: "alerts.enabled") { settings.enabled = enabled }
         if let water = reader.mapping(node["water_leak"], at: "alerts.water_leak") {
             reader.rejectUnknownKeys(in: water, at: "alerts.water_leak", allowed: ["flow_above", "for"])

@@ -74,6 +74,11 @@ public final class GatewayController {
 
     public var deviceIDs: [DeviceID] { hub.devices.keys.sorted() }
 
+    /// Runs the `unusual_consumption` check for the hour starting at `hour` now (tests; the gateway runs it hourly).
+    func checkConsumption(hour: Date) async {
+        for case let alerts as AlertsExtension in hub.extensions { await alerts.checkConsumption(hour: hour) }
+    }
+
     public func state(of id: DeviceID) -> DeviceState? { hub.states[id] }
 
     // MARK: - Connection and messages

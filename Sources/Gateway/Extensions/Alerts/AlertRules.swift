@@ -158,6 +158,32 @@ struct AlertRules: Sendable {
         }
     }
 
+    /// `unusual_consumption`: the use of the hour that started at `hour` against the same hour of earlier days.
+    /// Raised when it is above `factor` × their mean (and above the key's minimum); cleared by an hour back under.
+    mutating func evaluateConsumption(_ device: Device, key: String, use: Double, sameHourBefore: [Double], hour: Date) -> [AlertChange] {
+        guard settings.enabled, settings.consumptionFactor > 0, sameHourBefore.count >= settings.consumptionMinDays, use.isFinite else { return [] }
+        let minimum = AlertSettings.consumptionKeys.first { $0.key == key }?.minimum ?? 0
+        let usual = sameHourBefore.reduce(0, +) / Double(sameHourBefore.count)
+        let limit = max(usual * settings.consumptionFactor, minimum)
+        let id = Self.id("unusual_consumption", device.id)
+        let unit = StateKeys.spec(key)?.unit ?? ""
+        var changes: [AlertChange] = []
+        update(id, holds: use > limit, at: hour.addingTimeInterval(3600), into: &changes) {
+            let hourText = String(ISOTime.format(hour).dropFirst(11).prefix(5))
+            return Alert(
+                id: id, rule: "unusual_consumption", severity: .warning, device: device.id, room: device.room, key: key, value: Self.rounded(use),
+                threshold: Self.rounded(limit), since: hour.addingTimeInterval(3600),
+                message: "\(device.name) used \(JSONText.number(Self.rounded(use))) \(unit) in the hour from \(hourText) UTC; that hour usually takes \(JSONText.number(Self.rounded(usual))) \(unit) (mean of \(sameHourBefore.count) days).",
+                suggestion: key == "water_volume" || key == "gas_volume"
+                    ? "Look for something left running (a tap, irrigation, heating) or a leak."
+                    : "Look for an appliance left on or running more than usual."
+            )
+        }
+        return changes
+    }
+
+    static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
     /// Alerts of a device that went away.
     mutating func forget(_ device: DeviceID) -> [Alert] {
         flowingSince[device] = nil

@@ -16,6 +16,7 @@ final class AlertsExtension: GatewayExtension {
     private var rules: AlertRules
     /// Alert topics published, so a vanished device's are cleared and states are not sent twice.
     private var announced: [String: Bool] = [:]
+    private var hourlyStarted = false
 
     init(hub: GatewayHub, store: GatewayStore?) {
         self.hub = hub
@@ -38,6 +39,7 @@ final class AlertsExtension: GatewayExtension {
     func handle(_ event: HubEvent) {
         switch event {
         case .connected:
+            startHourlyChecks()
             announced.removeAll()
             for id in hub.devices.keys.sorted() { if let device = hub.devices[id] { announce(device) } }
         case .deviceAdded(let device, let restored):
@@ -96,6 +98,52 @@ final class AlertsExtension: GatewayExtension {
             hub.publishEvent("alert_cleared", .object(payload))
             hub.logger.notice("alert \(alert.id) cleared")
             store(cleared: alert)
+        }
+    }
+
+    // MARK: Unusual consumption
+
+    /// Five minutes after each full hour (the last readings of the hour are in the cache by then), the hour
+    /// that ended is compared with the same hour of earlier days. Needs `storage:`.
+    private func startHourlyChecks() {
+        guard !hourlyStarted, store != nil, hub.config.alerts.consumptionFactor > 0 else { return }
+        hourlyStarted = true
+        let clock = hub.clock
+        hub.tasks.spawn { [self] in
+            while !Task.isCancelled {
+                let now = hub.now().timeIntervalSince1970
+                let next = (now / 3600).rounded(.down) * 3600 + 3600 + 300
+                do { try await clock.sleep(for: .clampedSeconds(next - now)) } catch { return }
+                await checkConsumption(hour: Date(timeIntervalSince1970: next - 300 - 3600))
+            }
+        }
+    }
+
+    /// Evaluates `unusual_consumption` for the hour starting at `hour` on every device with a usage counter.
+    func checkConsumption(hour: Date) async {
+        guard let store else { return }
+        let settings = hub.config.alerts
+        let start = (hour.timeIntervalSince1970 / 3600).rounded(.down) * 3600
+        for id in hub.devices.keys.sorted() {
+            guard let device = hub.devices[id], let key = AlertSettings.consumptionKeys.first(where: { device.keys.contains($0.key) })?.key else { continue }
+            let from = start - Double(settings.consumptionDays) * 86_400, to = start + 3600
+            let raw = id.rawValue
+            let points: [HistoryPoint]
+            do {
+                points = try await store.run { try $0.history(deviceID: raw, key: key, from: from, to: to, resolution: .hourly) }
+            } catch {
+                hub.logger.error("cannot read the hourly history of \(raw).\(key): \(error)")
+                continue
+            }
+            var byHour: [Int64: Double] = [:]
+            for point in points { if let sum = point.sum { byHour[Int64(point.time)] = sum } }
+            guard let use = byHour[Int64(start)] else { continue }
+            let before = (1...settings.consumptionDays).compactMap { byHour[Int64(start) - Int64($0) * 86_400] }
+            // The device may have gone while the cache was read.
+            guard let current = hub.devices[id] else { continue }
+            for change in rules.evaluateConsumption(current, key: key, use: use, sameHourBefore: before, hour: Date(timeIntervalSince1970: start)) {
+                apply(change)
+            }
         }
     }
 
