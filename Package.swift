@@ -19,6 +19,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Flume", []),
     ("Neurio", []),
     ("Emporia", []),
+    ("Sense", [.product(name: "WSClient", package: "swift-websocket")]),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 
@@ -38,6 +39,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
     ],
     targets: [
         // C shims: system libraries from Debian's -dev packages.

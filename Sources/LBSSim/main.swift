@@ -10,7 +10,7 @@ struct LBSSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-sim",
         abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
-        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self, Neurio.self, Emporia.self]
+        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self, Neurio.self, Emporia.self, Sense.self]
     )
 
     struct Powerwall: AsyncParsableCommand {
@@ -164,6 +164,25 @@ struct LBSSim: AsyncParsableCommand {
             let simulator = EmporiaSimulator(refreshToken: token, port: port)
             try await simulator.start()
             print("emporia simulator on \(await simulator.baseURL) (auth_url: \(await simulator.baseURL)/)")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        }
+    }
+
+    struct Sense: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Sense's sign-in, trends and realtime WebSocket feed (2 frames a second; plain HTTP/WS).")
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "The accepted email.") var email = "sense@example.com"
+        @Option(help: "File holding the accepted password (default: the LBS_SIM_PASSWORD variable, else 'sense').") var passwordFile: String?
+        @Option(help: "File holding a base32 TOTP secret: the account then asks for a one-time code.") var totpSecretFile: String?
+
+        func run() async throws {
+            let password = try passwordFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
+                ?? ProcessInfo.processInfo.environment["LBS_SIM_PASSWORD"] ?? "sense"
+            let secret = try totpSecretFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines) }
+            let simulator = SenseSimulator(email: email, password: password, totpSecret: secret, port: port)
+            try await simulator.start()
+            print("sense simulator: url \(await simulator.baseURL), realtime_url \(await simulator.realtimeURL)")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
         }
     }

@@ -105,3 +105,20 @@ import VendorKit
         #expect((vendor as? DemoVendor)?.devices.count == plain.devices.count + 3)
     }
 }
+
+/// RFC 6238 / RFC 4226 one-time passwords against the RFCs' own test vectors.
+@Suite struct TOTPTests {
+    @Test func theRFCVectorsAreMet() {
+        // RFC 4226 appendix D: secret "12345678901234567890", counters 0…9.
+        let key = Array("12345678901234567890".utf8)
+        let expected = ["755224", "287082", "359152", "969429", "338314", "254676", "287922", "162583", "399871", "520489"]
+        #expect((0..<10).map { TOTP.code(key: key, counter: UInt64($0)) } == expected)
+        // RFC 6238 appendix B (SHA-1, 8 digits) at T = 59 s, 1111111109 s, 2000000000 s.
+        let secret = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ"   // base32 of "12345678901234567890"
+        #expect(TOTP.base32Decode(secret) == key)
+        #expect(TOTP.code(secret: secret, at: Date(timeIntervalSince1970: 59), digits: 8) == "94287082")
+        #expect(TOTP.code(secret: secret, at: Date(timeIntervalSince1970: 1_111_111_109), digits: 8) == "07081804")
+        #expect(TOTP.code(secret: secret, at: Date(timeIntervalSince1970: 2_000_000_000), digits: 8) == "69279037")
+        #expect(TOTP.code(secret: "not base32!", at: Date()) == nil)
+    }
+}

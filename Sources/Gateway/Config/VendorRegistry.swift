@@ -8,6 +8,7 @@ import VendorGreenButton
 import VendorKit
 import VendorNeurio
 import VendorPowerwall
+import VendorSense
 import VendorSolarEdge
 
 /// Every vendor type the gateway can run. A vendor is its folder (a target named `Vendor<Name>`, listed in
@@ -26,5 +27,6 @@ public enum VendorRegistry {
         FlumeVendorFactory.self,
         NeurioVendorFactory.self,
         EmporiaVendorFactory.self,
+        SenseVendorFactory.self,
     ]
 }
