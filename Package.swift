@@ -126,7 +126,7 @@ let package = Package(
         .target(name: "VendorTesting", dependencies: ["GatewayModel", "VendorKit"], swiftSettings: strict),
         .executableTarget(
             name: "Bench",
-            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "VendorKit", "VendorDemo", "GatewayModel", "CMosquitto", "ConsciousnessSimulator", "CurlHTTP",
+            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "VendorKit", "VendorDemo", "GatewayModel", "CMosquitto", "ConsciousnessSimulator", "CurlHTTP", "VendorSimulators",
                            .product(name: "Logging", package: "swift-log")],
             path: "Sources/Bench",
             swiftSettings: strict

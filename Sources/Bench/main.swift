@@ -3,7 +3,7 @@ import GatewayTesting
 import MQTT
 
 // lbs-bench: benchmark programs whose numbers go into the README.
-//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|all]
+//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|sense|all]
 // Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
 
 let mode = CommandLine.arguments.dropFirst().first ?? "all"
@@ -128,4 +128,15 @@ if mode == "coldstart" || mode == "all" {
 
 if mode == "cache" || mode == "all" {
     try runCacheBenchmarks(arguments: Array(CommandLine.arguments.dropFirst(2)))
+}
+
+// A Sense realtime feed: 2 frames a second, 40 detected devices changing every frame.
+if mode == "sense" {
+    let broker = try await MosquittoBroker.started()
+    let result = try await SenseBench.run(broker: broker, devices: 40, duration: .seconds(30))
+    line("sense_feed_frames", String(format: "%.1f frames/s (%d in %.0f s, 41 devices each)", Double(result.frames) / result.seconds, result.frames, result.seconds))
+    line("sense_states_published", String(format: "%.1f states/s (at most 1 a second per device: 41)", Double(result.states) / result.seconds))
+    line("sense_gateway_cpu", String(format: "%.1f %% of one core", result.cpuPercent))
+    line("sense_gateway_rss", String(format: "%.1f MB", Double(result.rssKB) / 1024))
+    await broker.stop()
 }

@@ -45,11 +45,14 @@ public final class SenseSimulator: Sendable {
     /// Base32 TOTP secret; nil: the account has no multi-factor sign-in.
     public let totpSecret: String?
     public let frameInterval: Duration
+    /// Each frame changes every device's watts a little (a live house), so every frame is news.
+    public let varying: Bool
     private let server: SimServer
     private let state: Mutex<State>
 
     public init(email: String, password: String, totpSecret: String? = nil, devices: [Device] = SenseSimulator.household,
-                frameInterval: Duration = .milliseconds(500), port: UInt16 = 0) {
+                frameInterval: Duration = .milliseconds(500), varying: Bool = false, port: UInt16 = 0) {
+        self.varying = varying
         self.email = email
         self.password = password
         self.totpSecret = totpSecret
@@ -196,12 +199,15 @@ public final class SenseSimulator: Sendable {
                     let states = ids.map { #"{"device_id":"\#($0)","mode":"active","state":"on"}"# }.joined(separator: ",")
                     continuation.yield(.text(#"{"type":"device_states","payload":{"states":[\#(states)],"update_type":"full"}}"#))
                     while !Task.isCancelled {
-                        let (current, frame, devices, home, solar) = simulator.state.withLock { state in
+                        let (current, frame, devices, steady, solar) = simulator.state.withLock { state in
                             state.frames += 1
                             return (state.generation, state.frames, state.devices, state.homeWatts, state.solarWatts)
                         }
                         guard current == generation else { break }
-                        let list = devices.filter { $0.watts > 0 }.map { #"{"id":"\#($0.id)","name":"\#($0.name)","icon":"socket","w":\#($0.watts)}"# }.joined(separator: ",")
+                        let wobble = simulator.varying ? Double(frame % 7) : 0
+                        let list = devices.filter { $0.watts > 0 }
+                            .map { #"{"id":"\#($0.id)","name":"\#($0.name)","icon":"socket","w":\#($0.watts + wobble)}"# }.joined(separator: ",")
+                        let home = steady + wobble
                         let grid = home - solar
                         continuation.yield(.text(#"{"type":"realtime_update","payload":{"c":4,"channels":[760.5,759.5],"d_w":\#(Int(home)),"devices":[\#(list)],"epoch":\#(Int(Date().timeIntervalSince1970)),"frame":\#(frame),"grid_w":\#(grid),"hz":59.98121,"solar_w":\#(solar),"voltage":[121.9,122.3],"w":\#(home)}}"#))
                         try? await Task.sleep(for: simulator.frameInterval)

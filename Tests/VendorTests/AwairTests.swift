@@ -17,7 +17,7 @@ import VendorTesting
         let simulator = try AwairSimulator(mode: .cloud(token: Self.token), folder: Fixtures.path("awair", ""))
         try await simulator.start()
         let log = EventLog()
-        let network = NetworkOptions(url: await simulator.baseURL, timeout: .milliseconds(800), pollInterval: .seconds(300),
+        let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(2), pollInterval: .seconds(300),
                                      quota: AwairCloudVendorFactory.defaults.quota)
         let vendor = try AwairCloudVendor(instanceID: "awair", options: AwairCloudOptions(network: network, token: VendorSecret(token)),
                                           sink: log.sink, context: VendorContext(clock: clock))
@@ -97,7 +97,7 @@ import VendorTesting
         #expect(await gatewayError { try await vendor.poll() }?.code == .malformedResponse)
         simulator.inject(.serverError)
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorServerError)
-        simulator.inject(.slow(seconds: 2))
+        simulator.inject(.slow(seconds: 3))
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorTimeout)
         // Five failures in a row opened the breaker; once its pause is over the next poll goes through.
         #expect(await gatewayError { try await vendor.poll() }?.code == .breakerOpen)

@@ -17,7 +17,7 @@ import VendorTesting
         let simulator = EmporiaSimulator(refreshToken: Self.refresh)
         try await simulator.start()
         let log = EventLog()
-        let network = NetworkOptions(url: await simulator.baseURL, timeout: .milliseconds(800), pollInterval: .seconds(60),
+        let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(2), pollInterval: .seconds(60),
                                      quota: EmporiaVendorFactory.defaults.quota)
         let options = EmporiaOptions(network: network, refreshToken: VendorSecret(token), authURL: await simulator.baseURL + "/")
         let vendor = try EmporiaVendor(instanceID: "vue", options: options, sink: log.sink, context: VendorContext(clock: clock))
@@ -87,7 +87,7 @@ import VendorTesting
         #expect(await gatewayError { try await vendor.poll() }?.code == .rateLimited)
         simulator.inject(.serverError)
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorServerError)
-        simulator.inject(.slow(seconds: 2))
+        simulator.inject(.slow(seconds: 3))
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorTimeout)
         // With a plug the device list is read every poll too: 2 calls a poll within 1,600 of 2,000 a day → 108 s.
         #expect(vendor.pollInterval == .seconds(108))

@@ -174,11 +174,11 @@ import VendorTesting
 
         // At night the simulator goes dark (connections hang: timeouts); at noon it is gone (connections refused).
         for (moment, quiet) in [(night, true), (noon, false)] {
-            let (simulator, vendor, log) = try await start("7.6.175_with_cts", outage: utc, timeout: .milliseconds(400), now: { moment })
+            let (simulator, vendor, log) = try await start("7.6.175_with_cts", outage: utc, timeout: .seconds(1), now: { moment })
             try await vendor.poll()
             if quiet { simulator.setDark(true) } else { await simulator.stop() }
             defer { Task { await simulator.stop() } }
-            for _ in 0..<4 { _ = await gatewayError { try await vendor.poll() } }
+            for _ in 0..<3 { _ = await gatewayError { try await vendor.poll() } }
             let error = await gatewayError { try await vendor.poll() }
             let health = vendor.http.health
             if quiet {
@@ -195,14 +195,14 @@ import VendorTesting
     /// Broken answers are errors with a code, and the next good answer clears them: a truncated body, an HTML
     /// error page, an answer slower than the timeout, a dropped session (the token is checked again once).
     @Test func brokenAnswersAreClassifiedAndTheNextPollRecovers() async throws {
-        let (simulator, vendor, log) = try await start("7.6.175_with_cts", timeout: .milliseconds(500))
+        let (simulator, vendor, log) = try await start("7.6.175_with_cts", timeout: .seconds(2))
         defer { Task { await simulator.stop() } }
         try await vendor.poll()
         simulator.inject(.malformedJSON)
         #expect(await gatewayError { try await vendor.poll() }?.code == .malformedResponse)
         simulator.inject(.htmlError(status: 500))
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorServerError)
-        simulator.inject(.slow(seconds: 1.5))
+        simulator.inject(.slow(seconds: 3))
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorTimeout)
         simulator.inject(.unauthorized)
         try await vendor.poll()

@@ -30,7 +30,7 @@ import VendorTesting
         let simulator = try FlumeSimulator(credentials: Self.credentials, fixtures: Fixtures.path("flume", ""))
         try await simulator.start()
         let log = EventLog()
-        let network = NetworkOptions(url: await simulator.baseURL, timeout: .milliseconds(800), pollInterval: .seconds(60),
+        let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(2), pollInterval: .seconds(60),
                                      quota: FlumeVendorFactory.defaults.quota)
         let options = FlumeOptions(network: network, clientID: Self.credentials.clientID, clientSecret: VendorSecret(Self.credentials.clientSecret),
                                    username: Self.credentials.username, password: VendorSecret(password))
@@ -146,7 +146,7 @@ import VendorTesting
         #expect(await gatewayError { try await vendor.poll() }?.code == .malformedResponse)
         simulator.inject(.serverError)
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorServerError)
-        simulator.inject(.slow(seconds: 2))
+        simulator.inject(.slow(seconds: 3))
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorTimeout)
     }
 

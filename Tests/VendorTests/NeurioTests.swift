@@ -14,7 +14,7 @@ import VendorTesting
         try await simulator.start()
         let log = EventLog()
         let clock = ManualClock()
-        let network = NetworkOptions(url: await simulator.baseURL, timeout: .milliseconds(800), pollInterval: .seconds(5))
+        let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(2), pollInterval: .seconds(5))
         let vendor = try NeurioVendor(instanceID: "neurio", options: network, sink: log.sink, context: VendorContext(clock: clock))
         return (simulator, vendor, log, clock)
     }
@@ -66,7 +66,7 @@ import VendorTesting
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorServerError)
         simulator.inject(.htmlError)
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorServerError)
-        simulator.inject(.slow(seconds: 2))
+        simulator.inject(.slow(seconds: 3))
         #expect(await gatewayError { try await vendor.poll() }?.code == .vendorTimeout)
         clock.advance(by: .seconds(300))
         try await vendor.poll()

@@ -15,11 +15,11 @@ public final class AwairCloudVendor: Vendor {
     public let http: VendorHTTP
     private let options: AwairCloudOptions
     private let sink: VendorEventSink
+    private let inventory = InventoryTracker()
     private let known = Mutex(Known())
 
     private struct Known {
         var monitors: [WireDevices.Entry]?
-        var devices: [Device]?
         /// When the device list and quota were last read (they are read again every 6 h).
         var listedAt: Date?
     }
@@ -28,10 +28,7 @@ public final class AwairCloudVendor: Vendor {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
-        http = VendorHTTP(
-            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink,
-            time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
-        )
+        http = try VendorHTTP(vendorID: instanceID, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink, context: context)
         http.redactor.set("token", options.token.reveal())
     }
 
@@ -47,11 +44,7 @@ public final class AwairCloudVendor: Vendor {
     }
 
     public func run() async throws {
-        http.publishHealth()
-        while !Task.isCancelled {
-            try? await poll()
-            try await http.time.sleep(for: pollInterval)
-        }
+        try await http.runPolling(every: { self.pollInterval }) { try await self.poll() }
     }
 
     public func refresh(_ device: DeviceID) async throws { try await poll(use: .refresh) }
@@ -81,12 +74,7 @@ public final class AwairCloudVendor: Vendor {
                 writableKeys: [], keys: AwairReadings.ordered(values.keys)
             )
         }
-        let changed = known.withLock { known -> Bool in
-            guard known.devices != devices else { return false }
-            known.devices = devices
-            return true
-        }
-        if changed { sink.send(.inventory(vendorID: instanceID, devices: devices)) }
+        inventory.announce(devices, vendorID: instanceID, sink: sink)
         for ((_, values, at), device) in zip(readings, devices) {
             sink.send(.state(device.id, values, observedAt: at ?? http.now()))
         }

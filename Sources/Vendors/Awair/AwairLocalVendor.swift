@@ -15,32 +15,25 @@ public final class AwairLocalVendor: Vendor {
     public let http: VendorHTTP
     private let options: AwairLocalOptions
     private let sink: VendorEventSink
+    private let inventory = InventoryTracker()
     private let known = Mutex(Known())
 
     private struct Known {
         /// Per configured URL: the device's identity once read.
         var configs: [String: WireLocalConfig] = [:]
-        var devices: [Device]?
     }
 
     public init(instanceID: String, options: AwairLocalOptions, sink: VendorEventSink, context: VendorContext) throws(GatewayError) {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
-        http = VendorHTTP(
-            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink,
-            time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
-        )
+        http = try VendorHTTP(vendorID: instanceID, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink, context: context)
     }
 
     public var refreshesAllDevices: Bool { true }
 
     public func run() async throws {
-        http.publishHealth()
-        while !Task.isCancelled {
-            try? await poll()
-            try await http.time.sleep(for: options.network.pollInterval)
-        }
+        try await http.runPolling(every: { [options] in options.network.pollInterval }) { try await self.poll() }
     }
 
     public func refresh(_ device: DeviceID) async throws { try await poll(use: .refresh) }
@@ -70,14 +63,7 @@ public final class AwairLocalVendor: Vendor {
             )
         }
         // A monitor that did not answer keeps its place: the inventory is only replaced when every one answered.
-        if failure == nil || known.withLock({ $0.devices == nil }) {
-            let changed = known.withLock { known -> Bool in
-                guard known.devices != devices else { return false }
-                known.devices = devices
-                return true
-            }
-            if changed { sink.send(.inventory(vendorID: instanceID, devices: devices)) }
-        }
+        if failure == nil || !inventory.hasAnnounced { inventory.announce(devices, vendorID: instanceID, sink: sink) }
         for ((_, _, latest), device) in zip(readings, devices) {
             let at = latest.timestamp.flatMap { $0.isEmpty ? nil : ISOTime.parse($0) }
             sink.send(.state(device.id, AwairReadings.local(latest), observedAt: at ?? http.now()))

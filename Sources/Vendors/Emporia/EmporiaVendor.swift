@@ -20,23 +20,20 @@ public final class EmporiaVendor: Vendor {
     public let http: VendorHTTP
     private let options: EmporiaOptions
     private let sink: VendorEventSink
+    private let inventory = InventoryTracker()
     private let session: LoginSession
     private let known = Mutex(Known())
 
     private struct Known {
         var tree: [WireDevice]?
         var listedAt: Date?
-        var devices: [Device]?
     }
 
     public init(instanceID: String, options: EmporiaOptions, sink: VendorEventSink, context: VendorContext) throws(GatewayError) {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
-        http = VendorHTTP(
-            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink,
-            time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
-        )
+        http = try VendorHTTP(vendorID: instanceID, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink, context: context)
         http.redactor.set("refresh_token", options.refreshToken.reveal())
         session = Self.makeSession(http: http, options: options)
     }
@@ -53,11 +50,7 @@ public final class EmporiaVendor: Vendor {
     }
 
     public func run() async throws {
-        http.publishHealth()
-        while !Task.isCancelled {
-            try? await poll()
-            try await http.time.sleep(for: pollInterval)
-        }
+        try await http.runPolling(every: { self.pollInterval }) { try await self.poll() }
     }
 
     public func refresh(_ device: DeviceID) async throws { try await poll(use: .refresh) }
@@ -66,8 +59,7 @@ public final class EmporiaVendor: Vendor {
         let tree = try await tree(use: use)
         let gids = tree.map { String($0.deviceGid) }.joined(separator: "+")
         guard !gids.isEmpty else {
-            known.withLock { $0.devices = [] }
-            sink.send(.inventory(vendorID: instanceID, devices: []))
+            inventory.announce([], vendorID: instanceID, sink: sink)
             return
         }
         let instant = ISOTime.format(http.now())
@@ -116,12 +108,7 @@ public final class EmporiaVendor: Vendor {
                 if let watts = channel.watts { states.append((circuit.id, ["power": .number(watts)])) }
             }
         }
-        let changed = known.withLock { known -> Bool in
-            guard known.devices != devices else { return false }
-            known.devices = devices
-            return true
-        }
-        if changed { sink.send(.inventory(vendorID: instanceID, devices: devices)) }
+        inventory.announce(devices, vendorID: instanceID, sink: sink)
         let at = usages.deviceListUsages?.instant.flatMap(ISOTime.parse) ?? http.now()
         for (id, state) in states where !state.isEmpty { sink.send(.state(id, state, observedAt: at)) }
     }

@@ -17,6 +17,7 @@ public final class EnphaseVendor: Vendor {
     public let http: VendorHTTP
     private let options: EnphaseOptions
     private let sink: VendorEventSink
+    private let inventory = InventoryTracker()
     private let known = Mutex(Known())
     private let session: LoginSession
     /// The gateway's serial once `/info` was read: the Enlighten token is issued for it.
@@ -30,7 +31,6 @@ public final class EnphaseVendor: Vendor {
 
     private struct Known {
         var info: EnphaseInfo?
-        var devices: [Device]?
         /// Endpoints that answered "not served" (404, or a redirect to an error page).
         var missing: Set<String> = []
     }
@@ -39,10 +39,7 @@ public final class EnphaseVendor: Vendor {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
-        http = VendorHTTP(
-            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: Self.envoySettings(options), sink: sink,
-            time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
-        )
+        http = try VendorHTTP(vendorID: instanceID, settings: Self.envoySettings(options), sink: sink, context: context)
         if let token = options.token { http.redactor.set("token", token.reveal()) }
         if let login = options.enlighten { http.redactor.set("password", login.password.reveal()) }
         // Enphase's cloud is checked against the system CA store whatever the Envoy's own `tls` policy; its health
@@ -68,11 +65,7 @@ public final class EnphaseVendor: Vendor {
     public var refreshesAllDevices: Bool { true }
 
     public func run() async throws {
-        http.publishHealth()
-        while !Task.isCancelled {
-            try? await poll()
-            try await http.time.sleep(for: options.network.pollInterval)
-        }
+        try await http.runPolling(every: { [options] in options.network.pollInterval }) { try await self.poll() }
     }
 
     public func refresh(_ device: DeviceID) async throws { try await poll(use: .refresh) }
@@ -121,12 +114,7 @@ public final class EnphaseVendor: Vendor {
                 inverterStates.append((device.id, state))
             }
         }
-        let changed = known.withLock { known -> Bool in
-            guard known.devices != devices else { return false }
-            known.devices = devices
-            return true
-        }
-        if changed { sink.send(.inventory(vendorID: instanceID, devices: devices)) }
+        inventory.announce(devices, vendorID: instanceID, sink: sink)
         let now = http.now()
         sink.send(.state(devices[0].id, values, observedAt: now))
         for (id, state) in inverterStates { sink.send(.state(id, state, observedAt: now)) }

@@ -22,6 +22,7 @@ public final class FlumeVendor: Vendor {
     public let http: VendorHTTP
     private let options: FlumeOptions
     private let sink: VendorEventSink
+    private let inventory = InventoryTracker()
     private let known = Mutex(Known())
     private let tokens: TokenBox
     private let session: LoginSession
@@ -50,7 +51,6 @@ public final class FlumeVendor: Vendor {
     private struct Known {
         var sensors: [WireDevice]?
         var listedAt: Date?
-        var devices: [Device]?
         var meters: [String: Meter] = [:]
         /// Counters from the cache, by device id, until the first reading continues them.
         var restored: [String: Double] = [:]
@@ -62,10 +62,7 @@ public final class FlumeVendor: Vendor {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
-        http = VendorHTTP(
-            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink,
-            time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
-        )
+        http = try VendorHTTP(vendorID: instanceID, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink, context: context)
         http.redactor.set("password", options.password.reveal())
         http.redactor.set("client_secret", options.clientSecret.reveal())
         let tokens = TokenBox()
@@ -97,11 +94,7 @@ public final class FlumeVendor: Vendor {
     }
 
     public func run() async throws {
-        http.publishHealth()
-        while !Task.isCancelled {
-            try? await poll()
-            try await http.time.sleep(for: pollInterval)
-        }
+        try await http.runPolling(every: { self.pollInterval }) { try await self.poll() }
     }
 
     public func refresh(_ device: DeviceID) async throws { try await poll(use: .refresh) }
@@ -135,12 +128,7 @@ public final class FlumeVendor: Vendor {
                 keys: ["water_flow", "water_volume", "battery", "leak"].filter { state[$0] != nil || $0 == "water_flow" || $0 == "water_volume" }
             )
         }
-        let changed = known.withLock { known -> Bool in
-            guard known.devices != devices else { return false }
-            known.devices = devices
-            return true
-        }
-        if changed { sink.send(.inventory(vendorID: instanceID, devices: devices)) }
+        inventory.announce(devices, vendorID: instanceID, sink: sink)
         for ((_, state), device) in zip(states, devices) where !state.isEmpty {
             sink.send(.state(device.id, state, observedAt: now))
         }

@@ -77,26 +77,19 @@ public final class NeurioVendor: Vendor {
     public let http: VendorHTTP
     private let options: NetworkOptions
     private let sink: VendorEventSink
-    private let known = Mutex<[Device]?>(nil)
+    private let inventory = InventoryTracker()
 
     public init(instanceID: String, options: NetworkOptions, sink: VendorEventSink, context: VendorContext) throws(GatewayError) {
         self.instanceID = instanceID
         self.options = options
         self.sink = sink
-        http = VendorHTTP(
-            vendorID: instanceID, client: try VendorHTTP.newClient(), settings: VendorHTTP.Settings(options, retry: .none), sink: sink,
-            time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
-        )
+        http = try VendorHTTP(vendorID: instanceID, settings: VendorHTTP.Settings(options, retry: .none), sink: sink, context: context)
     }
 
     public var refreshesAllDevices: Bool { true }
 
     public func run() async throws {
-        http.publishHealth()
-        while !Task.isCancelled {
-            try? await poll()
-            try await http.time.sleep(for: options.pollInterval)
-        }
+        try await http.runPolling(every: { [options] in options.pollInterval }) { try await self.poll() }
     }
 
     public func refresh(_ device: DeviceID) async throws { try await poll(use: .refresh) }
@@ -127,12 +120,7 @@ public final class NeurioVendor: Vendor {
         let device = Device(vendorID: instanceID, vendorDeviceID: Slug.make(sensor), name: "Neurio \(sensor)", type: .energyMeter,
                             manufacturer: "Generac", model: "Neurio / PWRview sensor", serialNumber: sensor, writableKeys: [],
                             keys: NeurioMapping.order.filter(present.contains))
-        let changed = known.withLock { known -> Bool in
-            guard known != [device] else { return false }
-            known = [device]
-            return true
-        }
-        if changed { sink.send(.inventory(vendorID: instanceID, devices: [device])) }
+        inventory.announce([device], vendorID: instanceID, sink: sink)
         // Before the sensor has the time it says NOT_SYNCHRONIZED: the reading is as of now.
         let at = sample.timestamp.flatMap(ISOTime.parse) ?? http.now()
         sink.send(.state(device.id, values, observedAt: at))

@@ -21,11 +21,11 @@ public final class SolarEdgeVendor: Vendor {
     public let http: VendorHTTP
     private let options: SolarEdgeOptions
     private let sink: VendorEventSink
+    private let inventory = InventoryTracker()
     private let known = Mutex(Known())
 
     private struct Known {
         var sites: [WireSite]?
-        var devices: [Device]?
         /// Per site: the newest quarter hour already in the history.
         var historyUntil: [Int64: Date] = [:]
         /// Per site: the last overview's counters and when they were read, for the average power since.
@@ -61,11 +61,7 @@ public final class SolarEdgeVendor: Vendor {
     }
 
     public func run() async throws {
-        http.publishHealth()
-        while !Task.isCancelled {
-            try? await poll()
-            try await http.time.sleep(for: pollInterval)
-        }
+        try await http.runPolling(every: { self.pollInterval }) { try await self.poll() }
     }
 
     public func refresh(_ device: DeviceID) async throws {
@@ -94,12 +90,7 @@ public final class SolarEdgeVendor: Vendor {
                 keys: Self.keys(measured: measured)
             )
         }
-        let changed = known.withLock { known -> Bool in
-            guard known.devices != devices else { return false }
-            known.devices = devices
-            return true
-        }
-        if changed { sink.send(.inventory(vendorID: instanceID, devices: devices)) }
+        inventory.announce(devices, vendorID: instanceID, sink: sink)
         for (reading, device) in zip(readings, devices) {
             if let solar = reading.solar {
                 if !solar.history.isEmpty { sink.send(.history(device.id, solar.history)) }
