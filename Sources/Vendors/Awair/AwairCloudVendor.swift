@@ -57,7 +57,7 @@ public final class AwairCloudVendor: Vendor {
         let monitors = try await monitors(use: use)
         var readings: [(WireDevices.Entry, [String: StateValue], Date?)] = []
         for monitor in monitors {
-            let path = "/users/self/devices/\(Self.escaped(monitor.deviceType))/\(monitor.deviceId)/air-data/latest?fahrenheit=false"
+            let path = "/users/self/devices/\(FormEncoding.escape(monitor.deviceType))/\(monitor.deviceId)/air-data/latest?fahrenheit=false"
             let latest = try await call(path, WireCloudLatest.self, context: "latest reading", use: use)
             if let failure = latest.errors?.compactMap(\.message).first {
                 throw failure.localizedCaseInsensitiveContains("too many requests")
@@ -128,11 +128,5 @@ public final class AwairCloudVendor: Vendor {
             }
             throw error
         }
-    }
-
-    static func escaped(_ segment: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return segment.addingPercentEncoding(withAllowedCharacters: allowed) ?? segment
     }
 }

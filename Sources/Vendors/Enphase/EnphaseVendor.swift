@@ -211,7 +211,7 @@ public final class EnphaseVendor: Vendor {
             var form = HTTPClientRequest(method: .post, url: NetworkOptions.root(login.enlightenURL) + "/login/login.json?", timeout: .seconds(30))
             form.headers.set(name: "Content-Type", value: "application/x-www-form-urlencoded")
             let fields = [("user[email]", login.username), ("user[password]", login.password.reveal())]
-            form.body = Data(fields.map { "\(formEncoded($0.0))=\(formEncoded($0.1))" }.joined(separator: "&").utf8)
+            form.body = FormEncoding.body(fields)
             struct Session: Decodable { var session_id: String? }
             let session = try await cloud.sendJSON(form, as: Session.self, context: "Enlighten login", use: .refresh)
             guard let id = session.session_id, !id.isEmpty else {
@@ -244,11 +244,5 @@ public final class EnphaseVendor: Vendor {
             }
             throw refused
         }
-    }
-
-    static func formEncoded(_ text: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
 }

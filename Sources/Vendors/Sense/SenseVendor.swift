@@ -100,7 +100,7 @@ public final class SenseVendor: Vendor {
                                suggestion: "Check monitor_id against the Sense app, or leave it out.")
         }
         announceMonitor(monitor)
-        let query = "access_token=\(Self.escaped(token))&client_type=web&ui_language=en-US&device_id=\(senseDeviceID)"
+        let query = "access_token=\(FormEncoding.escape(token))&client_type=web&ui_language=en-US&device_id=\(senseDeviceID)"
         let url = "\(options.realtimeURL)/monitors/\(monitor.id)/realtimefeed?\(query)"
         let watch = FeedWatch()
         var settings = WebSocketClientConfiguration()
@@ -271,7 +271,7 @@ public final class SenseVendor: Vendor {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = .current
         let start = ISOTime.format(calendar.startOfDay(for: http.now()))
-        let path = "/app/history/trends?monitor_id=\(monitor.id)&device_id=always_on&scale=DAY&start=\(Self.escaped(start))"
+        let path = "/app/history/trends?monitor_id=\(monitor.id)&device_id=always_on&scale=DAY&start=\(FormEncoding.escape(start))"
         var request = HTTPClientRequest(url: options.network.base + path, timeout: options.network.timeout)
         request.headers.set(name: "Accept", value: "application/json")
         request.headers.set(name: "x-sense-device-id", value: senseDeviceID)
@@ -288,16 +288,6 @@ public final class SenseVendor: Vendor {
 
     // MARK: Sign-in
 
-    static func escaped(_ text: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
-    }
-
-    static func form(_ fields: [(String, String)]) -> Data {
-        Data(fields.map { "\(escaped($0.0))=\(escaped($0.1))" }.joined(separator: "&").utf8)
-    }
-
     /// Renewal with the refresh token while there is one; otherwise the password sign-in, with the TOTP step
     /// for an account that asks for it. A refused sign-in is held off 15 min (Sense's own advice).
     static func makeSession(http: VendorHTTP, options: SenseOptions, tokens: Tokens, deviceID: String) -> LoginSession {
@@ -306,7 +296,7 @@ public final class SenseVendor: Vendor {
                 var request = HTTPClientRequest(method: .post, url: options.network.base + path, timeout: options.network.timeout)
                 request.headers.set(name: "Content-Type", value: "application/x-www-form-urlencoded")
                 request.headers.set(name: "x-sense-device-id", value: deviceID)
-                request.body = form(fields)
+                request.body = FormEncoding.body(fields)
                 return try await http.send(request, use: .refresh, accepting: accepting)
             }
             func credentials(_ token: String) -> SessionCredentials {

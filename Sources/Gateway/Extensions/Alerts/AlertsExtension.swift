@@ -154,6 +154,4 @@ final class AlertsExtension: GatewayExtension {
             do { try await store.run { try $0.deleteAlert(id: id) } } catch { hub.logger.error("cannot forget alert \(id): \(error)") }
         }
     }
-
-    func report(into report: inout BridgeReport) {}
 }
