@@ -18,7 +18,8 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Awair", []),
     ("Flume", []),
     ("Neurio", []),
-    ("Emporia", []),
+    // Cognito's SRP-6a sign-in: 3072-bit arithmetic (BigInt) and SHA-256/HMAC/HKDF (swift-crypto).
+    ("Emporia", ["ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")]),
     ("Sense", [.product(name: "WSClient", package: "swift-websocket")]),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
@@ -40,6 +41,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/attaswift/BigInt.git", from: "6.0.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
     ],
     targets: [
         // C shims: system libraries from Debian's -dev packages.
@@ -48,6 +51,9 @@ let package = Package(
 
         // Protocol clients: thin Swift over the C libraries; no gateway knowledge.
         .target(name: "MQTT", dependencies: ["CMosquitto"], swiftSettings: strict),
+        // Modular exponentiation for SRP sign-ins (Emporia's Cognito): C Montgomery multiplication, Swift on BigInt.
+        .target(name: "CModExp"),
+        .target(name: "ModularPower", dependencies: ["CModExp", .product(name: "BigInt", package: "BigInt")], swiftSettings: strict),
         .target(name: "CurlHTTP", dependencies: ["CCurl"], swiftSettings: strict),
 
         // The normalized model every vendor produces and the publisher consumes.
@@ -113,7 +119,8 @@ let package = Package(
         // Simulators of the energy, water and air vendors (recorded responses plus the real devices' traps).
         .target(
             name: "VendorSimulators",
-            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "Yams", package: "Yams")],
+            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "Yams", package: "Yams"),
+                           "ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -140,7 +147,7 @@ let package = Package(
         .testTarget(
             name: "VendorTests",
             dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
-                           .product(name: "Logging", package: "swift-log"), .product(name: "FlyingFox", package: "FlyingFox")] + vendorTargets,
+                           .product(name: "Logging", package: "swift-log"), .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "BigInt", package: "BigInt"), "ModularPower"] + vendorTargets,
             swiftSettings: strict
         ),
         .testTarget(

@@ -30,10 +30,10 @@ if $with_simulators; then
   printf 'awair\n' > .quickstart/awair-token
   printf 'flume\n' > .quickstart/flume-secret
   printf 'flume\n' > .quickstart/flume-password
-  printf 'emporia\n' > .quickstart/emporia-refresh-token
+  printf 'emporia-password\n' > .quickstart/emporia-password
   printf 'sense\n' > .quickstart/sense-password
   chmod 600 .quickstart/powerwall-password .quickstart/solaredge-key .quickstart/envoy-token .quickstart/awair-token \
-    .quickstart/flume-secret .quickstart/flume-password .quickstart/emporia-refresh-token .quickstart/sense-password
+    .quickstart/flume-secret .quickstart/flume-password .quickstart/emporia-password .quickstart/sense-password
   .build/release/lbs-sim powerwall --port 18441 --password-file .quickstart/powerwall-password > .quickstart/powerwall-sim.log 2>&1 &
   .build/release/lbs-sim solaredge --port 18442 --api-key-file .quickstart/solaredge-key > .quickstart/solaredge-sim.log 2>&1 &
   .build/release/lbs-sim enphase --port 18443 --token-file .quickstart/envoy-token > .quickstart/enphase-sim.log 2>&1 &
@@ -41,7 +41,7 @@ if $with_simulators; then
   .build/release/lbs-sim awair --port 18445 --local awair-elem-1419e1.local > .quickstart/awair-local-sim.log 2>&1 &
   .build/release/lbs-sim neurio --port 18447 > .quickstart/neurio-sim.log 2>&1 &
   .build/release/lbs-sim sense --port 18449 --password-file .quickstart/sense-password > .quickstart/sense-sim.log 2>&1 &
-  .build/release/lbs-sim emporia --port 18448 --refresh-token-file .quickstart/emporia-refresh-token > .quickstart/emporia-sim.log 2>&1 &
+  .build/release/lbs-sim emporia --port 18448 --username home@example.com --password-file .quickstart/emporia-password > .quickstart/emporia-sim.log 2>&1 &
   .build/release/lbs-sim flume --port 18446 --client-secret-file .quickstart/flume-secret --password-file .quickstart/flume-password > .quickstart/flume-sim.log 2>&1 &
   trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
   for p in 18441 18442 18443 18444 18445 18446 18447 18448 18449; do for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.1; done; done
@@ -56,7 +56,7 @@ if $with_simulators; then
   - {type: awair_local, id: air, url: \"http://127.0.0.1:18445\", room: Office}
   - {type: flume, id: flume, url: \"http://127.0.0.1:18446\", client_id: flume, client_secret_file: flume-secret, username: flume@example.com, password_file: flume-password}
   - {type: neurio, id: neurio, url: \"http://127.0.0.1:18447\", energy_home: []}
-  - {type: emporia, id: vue, url: \"http://127.0.0.1:18448\", auth_url: \"http://127.0.0.1:18448/\", refresh_token_file: emporia-refresh-token, energy_home: []}
+  - {type: emporia, id: vue, url: \"http://127.0.0.1:18448\", auth_url: \"http://127.0.0.1:18448/\", username: home@example.com, password_file: emporia-password, energy_home: []}
   - {type: sense, id: sense, url: \"http://127.0.0.1:18449/apiservice/api/v1\", realtime_url: \"ws://127.0.0.1:18449\", email: sense@example.com, password_file: sense-password, energy_home: []}"
 fi
 cat > .quickstart/config.yaml <<YAML

@@ -12,6 +12,7 @@ public enum DeviceType: String, Sendable, Hashable, Codable, CaseIterable {
     case energyMeter = "energy_meter"
     case waterMeter = "water_meter"
     case gasMeter = "gas_meter"
+    case evCharger = "ev_charger"
     case camera
     case speaker
     case motionSensor = "motion_sensor"

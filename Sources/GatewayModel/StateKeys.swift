@@ -112,6 +112,10 @@ public enum StateKeys {
     public static let backupReserve = KeySpec(
         "backup_reserve", label: "Backup reserve", unit: "%", kind: .number(min: 0, max: 100), writable: true, category: .energy
     )
+    /// The current an EV charger offers the car (its pilot signal), where the charger lets it be set.
+    public static let chargingCurrent = KeySpec(
+        "charging_current", label: "Charging current", unit: "A", kind: .number(min: 0, max: 80), writable: true, category: .energy
+    )
     /// How a home battery uses its charge.
     public static let operationMode = KeySpec(
         "operation_mode", label: "Operation mode", kind: .enumeration(["self_consumption", "autonomous", "backup"]), writable: true,
@@ -131,7 +135,7 @@ public enum StateKeys {
         temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion, noise, dewPoint, score, leak,
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
-        waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, operationMode,
+        waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, chargingCurrent, operationMode,
         voltage, frequency, battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
     ] + phases
 

@@ -152,16 +152,21 @@ struct LBSSim: AsyncParsableCommand {
     }
 
     struct Emporia: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Emporia's cloud and its Cognito sign-in (a Vue, three circuits, a plug; plain HTTP).")
+        static let configuration = CommandConfiguration(abstract: "Emporia's cloud and its Cognito sign-in, SRP or refresh token (a Vue, three circuits, a plug, an EV charger; plain HTTP).")
 
         @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
         @Option(help: "File holding the accepted refresh token (default: the LBS_SIM_REFRESH_TOKEN variable, else 'emporia').")
         var refreshTokenFile: String?
+        @Option(help: "The account's username for the SRP sign-in.") var username = "home@example.com"
+        @Option(help: "File holding the account's password (default: the LBS_SIM_PASSWORD variable, else 'emporia-password').")
+        var passwordFile: String?
 
         func run() async throws {
             let token = try refreshTokenFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
                 ?? ProcessInfo.processInfo.environment["LBS_SIM_REFRESH_TOKEN"] ?? "emporia"
-            let simulator = EmporiaSimulator(refreshToken: token, port: port)
+            let password = try passwordFile.map { try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .newlines) }
+                ?? ProcessInfo.processInfo.environment["LBS_SIM_PASSWORD"] ?? "emporia-password"
+            let simulator = EmporiaSimulator(refreshToken: token, username: username, password: password, port: port)
             try await simulator.start()
             print("emporia simulator on \(await simulator.baseURL) (auth_url: \(await simulator.baseURL)/)")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }

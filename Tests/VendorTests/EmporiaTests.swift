@@ -1,4 +1,6 @@
+import BigInt
 import Foundation
+import ModularPower
 import GatewayModel
 import GatewayTesting
 import Resilience
@@ -13,13 +15,16 @@ import VendorTesting
 @Suite struct EmporiaTests {
     static let refresh = "emporia-refresh-token-xyz"
 
-    func start(token: String = EmporiaTests.refresh, clock: ManualClock = ManualClock()) async throws -> (EmporiaSimulator, EmporiaVendor, EventLog) {
-        let simulator = EmporiaSimulator(refreshToken: Self.refresh)
+    func start(token: String? = EmporiaTests.refresh, password: String? = nil, clock: ManualClock = ManualClock()) async throws
+        -> (EmporiaSimulator, EmporiaVendor, EventLog) {
+        let simulator = EmporiaSimulator(refreshToken: Self.refresh, username: "home@example.com", password: "emporia-password")
         try await simulator.start()
         let log = EventLog()
-        let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(2), pollInterval: .seconds(60),
+        // SRP sign-ins do 3072-bit arithmetic, slow in debug builds: a wider timeout for the sign-in.
+        let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(password == nil ? 2 : 30), pollInterval: .seconds(60),
                                      quota: EmporiaVendorFactory.defaults.quota)
-        let options = EmporiaOptions(network: network, refreshToken: VendorSecret(token), authURL: await simulator.baseURL + "/")
+        let options = EmporiaOptions(network: network, refreshToken: token.map(VendorSecret.init), username: password.map { _ in "home@example.com" },
+                                     password: password.map(VendorSecret.init), authURL: await simulator.baseURL + "/")
         let vendor = try EmporiaVendor(instanceID: "vue", options: options, sink: log.sink, context: VendorContext(clock: clock))
         return (simulator, vendor, log)
     }
@@ -31,8 +36,8 @@ import VendorTesting
         defer { Task { await simulator.stop() } }
         try await vendor.poll()
         let devices = try #require(log.inventories.last)
-        #expect(devices.map(\.id.rawValue) == ["vue_1234", "vue_1234_1", "vue_1234_2", "vue_1234_balance", "vue_3456"])
-        #expect(devices.map(\.name) == ["Home", "Kitchen", "A/C", "Balance", "Coffee maker"])
+        #expect(devices.map(\.id.rawValue) == ["vue_1234", "vue_1234_1", "vue_1234_2", "vue_1234_balance", "vue_3456", "vue_4567"])
+        #expect(devices.map(\.name) == ["Home", "Kitchen", "A/C", "Balance", "Coffee maker", "Garage charger"])
         let house = simulator.house
         // kWh in the minute × 60,000 = W.
         #expect(log.states[Self.id("1234")] == ["home_power": .number(house.mains)])
@@ -40,7 +45,9 @@ import VendorTesting
         #expect(log.states[Self.id("1234_2")] == ["power": .number(house.airConditioner)])
         #expect(log.states[Self.id("1234_balance")] == ["power": .number(house.balance)])
         #expect(log.states[Self.id("3456")] == ["state": .string("ON"), "power": .number(house.plugWatts)])
-        #expect(devices.last?.isWritable("state") == true && devices.first?.isWritable("home_power") == false)
+        #expect(log.states[Self.id("4567")] == ["state": .string("ON"), "charging_current": .number(32), "power": .number(house.chargerWatts)])
+        #expect(devices[4].isWritable("state") && devices.first?.isWritable("home_power") == false)
+        #expect(devices[5].type == .evCharger && devices[5].isWritable("charging_current") && devices[5].isWritable("state"))
         #expect(simulator.logins == 1)
     }
 
@@ -93,14 +100,127 @@ import VendorTesting
         #expect(vendor.pollInterval == .seconds(108))
     }
 
-    @Test func theEntryTakesARefreshTokenAndSaysTheSRPLoginIsNotBuilt() {
+    @Test func theEntryTakesAPasswordOrARefreshToken() {
         var reader = ConfigReader()
-        let entry = VendorSettings(type: "emporia", id: "vue", options: .mapping([(key: "password_file", value: .scalar("/x", line: 1))]))
-        _ = EmporiaVendorFactory.parse(entry, reader: &reader, environment: ["LBS_VUE_REFRESH_TOKEN": "t"])
-        #expect(reader.problems.map(\.path) == ["vendors[0].password_file"])
+        let entry = VendorSettings(type: "emporia", id: "vue", options: .mapping([(key: "password_env", value: .scalar("VUE_PW", line: 1))]))
+        _ = EmporiaVendorFactory.parse(entry, reader: &reader, environment: ["VUE_PW": "secret"])
+        #expect(reader.problems.map(\.path) == ["vendors[0].username", "vendors[0].username"], "a password without a username")
+        var none = ConfigReader()
+        #expect(EmporiaVendorFactory.parse(VendorSettings(type: "emporia", id: "vue"), reader: &none, environment: [:]) == nil)
+        #expect(none.problems.first?.fix.contains("password_file") == true)
         var fine = ConfigReader()
         let options = EmporiaVendorFactory.parse(VendorSettings(type: "emporia", id: "vue"), reader: &fine, environment: ["LBS_VUE_REFRESH_TOKEN": "t"])
         #expect(fine.problems.isEmpty && options?.network.url == "https://api.emporiaenergy.com" && options?.network.quota?.perDay == 2000)
-        #expect(options?.authURL == "https://cognito-idp.us-east-2.amazonaws.com/" && options?.refreshToken.reveal() == "t")
+        #expect(options?.authURL == "https://cognito-idp.us-east-2.amazonaws.com/" && options?.refreshToken?.reveal() == "t")
+        var password = ConfigReader()
+        let signIn = VendorSettings(type: "emporia", id: "vue", options: .mapping([(key: "username", value: .scalar("me@example.com", line: 1))]))
+        let withPassword = EmporiaVendorFactory.parse(signIn, reader: &password, environment: ["LBS_VUE_PASSWORD": "pw"])
+        #expect(password.problems.isEmpty && withPassword?.username == "me@example.com" && withPassword?.password?.reveal() == "pw")
+        #expect(withPassword?.refreshToken == nil && withPassword?.userPoolID == "us-east-2_ghlOXVLi1")
+    }
+
+    @Test func thePasswordSignInUsesSRPAndItsRefreshTokenAfterwards() async throws {
+        let (simulator, vendor, log) = try await start(token: nil, password: "emporia-password")
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        #expect(simulator.passwordLogins == 1 && log.states[Self.id("1234")] != nil, "signed in with SRP: the server checked the password claim")
+        simulator.expireToken()
+        try await vendor.poll()
+        #expect(simulator.passwordLogins == 1 && simulator.logins == 2, "the id token renewed with the refresh token SRP handed out")
+        simulator.revokeRefreshTokens()
+        simulator.expireToken()
+        try await vendor.poll()
+        #expect(simulator.passwordLogins == 2, "a refused refresh token falls back to the password")
+    }
+
+    @Test func aWrongPasswordIsHeldOffAndAnMFAStepIsExplained() async throws {
+        let (simulator, vendor, _) = try await start(token: nil, password: "not-the-password")
+        defer { Task { await simulator.stop() } }
+        let error = await gatewayError { try await vendor.poll() }
+        #expect(error?.code == .authFailed && error?.suggestion.contains("password_file") == true)
+        #expect(error.map { !"\($0)".contains("not-the-password") } == true)
+        let asked = simulator.requests.values.reduce(0, +)
+        _ = await gatewayError { try await vendor.poll() }
+        #expect(simulator.requests.values.reduce(0, +) == asked && vendor.http.health.state == .down, "held off")
+
+        let (mfa, asksMFA, _) = try await start(token: nil, password: "emporia-password")
+        defer { Task { await mfa.stop() } }
+        mfa.requireMFA()
+        let mfaError = await gatewayError { try await asksMFA.poll() }
+        #expect(mfaError?.code == .authFailed && mfaError?.message.contains("SOFTWARE_TOKEN_MFA") == true)
+    }
+
+    @Test func theChargerIsSwitchedAndItsCurrentSetWithinItsRange() async throws {
+        let (simulator, vendor, log) = try await start()
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        func command(_ changes: [String: StateValue]) -> DeviceCommand {
+            DeviceCommand(id: UUID().uuidString, device: Self.id("4567"), vendorID: "vue", vendorDeviceID: "4567", changes: changes,
+                          issuedAt: Date(), expiresAt: Date().addingTimeInterval(30))
+        }
+        let slower = try await vendor.execute(command(["charging_current": .number(16)]))
+        #expect(slower.confirmed == ["charging_current": .number(16)] && simulator.house.chargingRate == 16 && simulator.house.chargerOn)
+        let off = try await vendor.execute(command(["state": .string("OFF")]))
+        #expect(off.confirmed == ["state": .string("OFF")] && !simulator.house.chargerOn && simulator.house.chargingRate == 16)
+        for wrong: StateValue in [.number(41), .number(5), .number(10.5), .string("fast")] {
+            await #expect(throws: GatewayError.self) { try await vendor.execute(command(["charging_current": wrong])) }
+        }
+        #expect(simulator.chargerPutCount == 2, "out-of-range currents never reach Emporia")
+        #expect(try await vendor.readState(Self.id("4567")) == ["state": .string("OFF"), "charging_current": .number(16)])
+        try await vendor.poll()
+        #expect(log.states[Self.id("4567")] == ["state": .string("OFF"), "charging_current": .number(16), "power": .number(0)])
+    }
+}
+
+/// Cognito's SRP-6a sign-in against an exchange computed by pycognito (PyEmVue's sign-in library).
+@Suite struct CognitoSRPTests {
+    struct Vector: Decodable {
+        var pool_id: String, username: String, password: String, user_id_for_srp: String, salt: String
+        var small_a: String, srp_a: String, srp_b: String, secret_block: String, timestamp: String, signature: String
+    }
+
+    static func vector() throws -> Vector {
+        try JSONDecoder().decode(Vector.self, from: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("emporia", "srp-vector.json"))))
+    }
+
+    @Test func theClaimMatchesPycognitoForTheSameNumbers() throws {
+        let vector = try Self.vector()
+        guard let secret = BigUInt(vector.small_a, radix: 16) else {
+            Issue.record("small_a is not hex")
+            return
+        }
+        let srp = CognitoSRP(secret: secret)
+        #expect(srp.srpA == vector.srp_a)
+        let claim = try srp.passwordClaim(poolID: vector.pool_id, userIDForSRP: vector.user_id_for_srp, password: vector.password,
+                                          salt: vector.salt, serverB: vector.srp_b, secretBlock: vector.secret_block, timestamp: vector.timestamp)
+        #expect(claim == vector.signature)
+        let wrong = try srp.passwordClaim(poolID: vector.pool_id, userIDForSRP: vector.user_id_for_srp, password: vector.password + "x",
+                                          salt: vector.salt, serverB: vector.srp_b, secretBlock: vector.secret_block, timestamp: vector.timestamp)
+        #expect(wrong != vector.signature)
+    }
+
+    @Test func theMontgomeryPowerAgreesWithBigInt() {
+        for width in [64, 200, 1024] {
+            let modulus = BigUInt.randomInteger(withExactWidth: width) | 1
+            let base = BigUInt.randomInteger(lessThan: modulus)
+            let exponent = BigUInt.randomInteger(withMaximumWidth: 300)
+            #expect(base.power(exponent, oddModulus: modulus) == base.power(exponent, modulus: modulus), "\(width) bits")
+        }
+        #expect(BigUInt(7).power(0, oddModulus: 13) == 1 && BigUInt(20).power(1, oddModulus: 13) == 7)
+        #expect(BigUInt(3).power(5, oddModulus: 16) == 3, "an even modulus falls back to BigInt's own")
+    }
+
+    @Test func theTimestampIsCognitosAndABadChallengeIsRefused() throws {
+        #expect(CognitoSRP.timestamp(Date(timeIntervalSince1970: 1_772_694_489)) == "Thu Mar 5 07:08:09 UTC 2026")
+        #expect(CognitoSRP.timestamp(Date(timeIntervalSince1970: 1_795_000_000)) == "Wed Nov 18 11:06:40 UTC 2026")
+        let srp = CognitoSRP()
+        #expect(srp.publicValue > 1 && srp.publicValue < CognitoSRP.modulus)
+        #expect(throws: CognitoSRP.Failure.self) {
+            try srp.passwordClaim(poolID: "p_q", userIDForSRP: "u", password: "p", salt: "ab", serverB: CognitoSRP.modulusHex, secretBlock: "AA==", timestamp: "t")
+        }
+        #expect(throws: CognitoSRP.Failure.self) {
+            try srp.passwordClaim(poolID: "p_q", userIDForSRP: "u", password: "p", salt: "ab", serverB: "2", secretBlock: "not base64!", timestamp: "t")
+        }
+        #expect(CognitoSRP.padded(hex: "abc") == "0abc" && CognitoSRP.padded(hex: "8f") == "008f" && CognitoSRP.padded(hex: "7f") == "7f")
     }
 }

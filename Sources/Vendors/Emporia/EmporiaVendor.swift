@@ -7,12 +7,12 @@ import Synchronization
 import VendorKit
 
 /// Emporia Vue energy monitors, smart plugs and EV chargers through Emporia's cloud.
-/// - Auth: Cognito's `REFRESH_TOKEN_AUTH` with the account's refresh token (`refresh_token_file`) gives an id
-///   token, sent as the `authtoken` header and renewed before it expires or on 401. (The username/password SRP
-///   login is not built: get the refresh token once, e.g. with PyEmVue's `keys.json`.)
+/// - Auth: Cognito (`EmporiaSignIn`): the password sign-in (SRP) or a given refresh token yields an id token, sent
+///   as the `authtoken` header and renewed before it expires or on 401.
 /// - Devices: one per Vue `<id>_<gid>` with `home_power` (its Mains), one per circuit `<id>_<gid>_<channel>`
 ///   with `power`, named after the circuit (and `Balance`, the unmonitored rest); one per smart plug or charger
-///   `<id>_<gid>` with `power` and `state` (a plug is switchable: `PUT /devices/outlet`).
+///   `<id>_<gid>` with `power` and `state` (switchable: `PUT /devices/outlet`); one per EV charger `<id>_<gid>` with
+///   `state` and `charging_current` (both settable: `PUT /devices/evcharger`) and `power`.
 /// - Power: `getDeviceListUsages` at the `1MIN` scale gives kWh in the last minute: × 60,000 is W.
 public final class EmporiaVendor: Vendor {
     public let instanceID: String
@@ -27,6 +27,9 @@ public final class EmporiaVendor: Vendor {
     private struct Known {
         var tree: [WireDevice]?
         var listedAt: Date?
+        /// Chargers' settings as the last update answered them, until the device list is read again: the next
+        /// update starts from these, so it never puts back what the one before changed.
+        var chargers: [Int64: WireDevice.Charger] = [:]
     }
 
     public init(instanceID: String, options: EmporiaOptions, sink: VendorEventSink, context: VendorContext) throws(GatewayError) {
@@ -34,8 +37,7 @@ public final class EmporiaVendor: Vendor {
         self.options = options
         self.sink = sink
         http = try VendorHTTP(vendorID: instanceID, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink, context: context)
-        http.redactor.set("refresh_token", options.refreshToken.reveal())
-        session = Self.makeSession(http: http, options: options)
+        session = EmporiaSignIn(http: http, options: options).session()
     }
 
     public var refreshesAllDevices: Bool { true }
@@ -82,14 +84,22 @@ public final class EmporiaVendor: Vendor {
         for device in tree.flatMap(\.all) {
             let name = device.locationProperties?.deviceName.flatMap { $0.isEmpty ? nil : $0 } ?? "Emporia \(device.deviceGid)"
             let main = channels[device.deviceGid]?.first { $0.num == "1,2,3" }?.watts
-            if device.outlet != nil || device.evCharger != nil {
-                let on = device.outlet?.outletOn ?? device.evCharger?.chargerOn
+            if let charger = device.evCharger {
+                let entry = Device(vendorID: instanceID, vendorDeviceID: String(device.deviceGid), name: name, type: .evCharger, manufacturer: "Emporia",
+                                   model: device.model, swVersion: device.firmware, writableKeys: ["state", "charging_current"],
+                                   keys: ["state", "charging_current", "power"])
+                devices.append(entry)
+                var state = Self.state(of: charger)
+                if let main { state["power"] = .number(main) }
+                states.append((entry.id, state))
+                continue
+            }
+            if let outlet = device.outlet {
                 let entry = Device(vendorID: instanceID, vendorDeviceID: String(device.deviceGid), name: name, type: .plug, manufacturer: "Emporia",
-                                   model: device.model, swVersion: device.firmware, writableKeys: device.outlet != nil ? ["state"] : [],
-                                   keys: ["state", "power"])
+                                   model: device.model, swVersion: device.firmware, writableKeys: ["state"], keys: ["state", "power"])
                 devices.append(entry)
                 var state: [String: StateValue] = [:]
-                if let on { state["state"] = .string(on ? "ON" : "OFF") }
+                if let on = outlet.outletOn { state["state"] = .string(on ? "ON" : "OFF") }
                 if let main { state["power"] = .number(main) }
                 states.append((entry.id, state))
                 continue
@@ -116,33 +126,93 @@ public final class EmporiaVendor: Vendor {
     // MARK: Commands
 
     public func execute(_ command: DeviceCommand) async throws -> CommandOutcome {
-        guard command.changes.keys.allSatisfy({ $0 == "state" }), let word = command.changes["state"]?.string, word == "ON" || word == "OFF" else {
-            throw GatewayError(.vendorRejected, message: "An Emporia plug only switches on and off.")
-        }
         guard let gid = Int64(command.vendorDeviceID),
-              let plug = known.withLock({ known in (known.tree ?? []).flatMap(\.all).first { $0.deviceGid == gid } }), let outlet = plug.outlet else {
-            throw GatewayError(.vendorRejected, message: "\(command.device) is not an Emporia smart plug: only plugs can be switched here.")
+              let device = known.withLock({ known in (known.tree ?? []).flatMap(\.all).first { $0.deviceGid == gid } }),
+              device.outlet != nil || device.evCharger != nil else {
+            throw GatewayError(.vendorRejected, message: "\(command.device) is not an Emporia smart plug or charger: only those can be switched.")
+        }
+        if let charger = device.evCharger {
+            return try await setCharger(known.withLock { $0.chargers[gid] } ?? charger, gid: gid, command)
+        }
+        guard command.changes.keys.allSatisfy({ $0 == "state" }), let word = command.changes["state"]?.string, word == "ON" || word == "OFF",
+              let outlet = device.outlet else {
+            throw GatewayError(.vendorRejected, message: "An Emporia plug only switches on and off.")
         }
         var body: [String: Any] = ["deviceGid": gid, "outletOn": word == "ON"]
         body["parentDeviceGid"] = outlet.parentDeviceGid.map { $0 as Any } ?? NSNull()
         body["parentChannelNum"] = outlet.parentChannelNum.map { $0 as Any } ?? NSNull()
-        var request = HTTPClientRequest(method: .put, url: base + "/devices/outlet", timeout: options.network.timeout)
-        request.headers.set(name: "Content-Type", value: "application/json")
-        request.body = try? JSONSerialization.data(withJSONObject: body)
         struct Answer: Decodable { var outletOn: Bool? }
-        let answer = try await http.sendJSON(request, as: Answer.self, context: "Emporia outlet", use: .command, authorizer: session, deadline: command.expiresAt)
+        let answer = try await put("/devices/outlet", body: try? JSONSerialization.data(withJSONObject: body), as: Answer.self, context: "outlet", command)
         guard let on = answer.outletOn else { throw http.classifier.unexpectedShape("it has no outletOn", context: "Emporia outlet answer") }
         known.withLock { $0.listedAt = nil }
         return CommandOutcome(confirmed: ["state": .string(on ? "ON" : "OFF")])
     }
 
-    /// A plug's on/off state, read back from the device list (for a command whose outcome is unknown).
+    /// A charger takes its whole setting back in one PUT: on/off and the offered current (6 A … its maximum).
+    private func setCharger(_ charger: WireDevice.Charger, gid: Int64, _ command: DeviceCommand) async throws(GatewayError) -> CommandOutcome {
+        guard command.changes.keys.allSatisfy({ $0 == "state" || $0 == "charging_current" }) else {
+            throw GatewayError(.vendorRejected, message: "An Emporia charger takes state (ON/OFF) and charging_current (A).")
+        }
+        var wanted = charger
+        wanted.deviceGid = gid
+        if let change = command.changes["state"] {
+            guard let word = change.string, word == "ON" || word == "OFF" else {
+                throw GatewayError(.vendorRejected, message: "A charger's state is ON or OFF.")
+            }
+            wanted.chargerOn = word == "ON"
+        }
+        if let change = command.changes["charging_current"] {
+            let maximum = charger.maxChargingRate ?? 40
+            guard let amps = change.number, amps.rounded() == amps, amps >= 6, amps <= Double(maximum) else {
+                throw GatewayError(.vendorRejected, message: "charging_current must be a whole number of A from 6 to \(maximum) on this charger.",
+                                   suggestion: "Send a value between 6 and \(maximum).")
+            }
+            wanted.chargingRate = Int(amps)
+        }
+        guard wanted.chargerOn != nil, wanted.chargingRate != nil, wanted.maxChargingRate != nil else {
+            throw GatewayError(.vendorRejected, message: "The charger's current setting is not known yet, so it is not changed.",
+                               suggestion: "Try again after the next poll.")
+        }
+        let body = try? JSONEncoder().encode(wanted.forUpdate)
+        var answer = try await put("/devices/evcharger", body: body, as: WireDevice.Charger.self, context: "charger", command)
+        answer.deviceGid = gid
+        answer.maxChargingRate = answer.maxChargingRate ?? wanted.maxChargingRate
+        answer.loadGid = answer.loadGid ?? wanted.loadGid
+        let updated = answer
+        known.withLock { known in
+            known.chargers[gid] = updated
+            known.listedAt = nil
+        }
+        let confirmed = Self.state(of: answer).filter { command.changes[$0.key] != nil }
+        guard confirmed.count == command.changes.count else {
+            throw http.classifier.unexpectedShape("it lacks chargerOn or chargingRate", context: "Emporia charger answer")
+        }
+        return CommandOutcome(confirmed: confirmed)
+    }
+
+    private func put<T: Decodable>(_ path: String, body: Data?, as type: T.Type, context: String, _ command: DeviceCommand) async throws(GatewayError) -> T {
+        var request = HTTPClientRequest(method: .put, url: base + path, timeout: options.network.timeout)
+        request.headers.set(name: "Content-Type", value: "application/json")
+        request.body = body
+        return try await http.sendJSON(request, as: type, context: "Emporia \(context)", use: .command, authorizer: session, deadline: command.expiresAt)
+    }
+
+    static func state(of charger: WireDevice.Charger) -> [String: StateValue] {
+        var state: [String: StateValue] = [:]
+        if let on = charger.chargerOn { state["state"] = .string(on ? "ON" : "OFF") }
+        if let rate = charger.chargingRate { state["charging_current"] = .number(Double(rate)) }
+        return state
+    }
+
+    /// A plug's or charger's state, read back from the device list (for a command whose outcome is unknown).
     public func readState(_ device: DeviceID) async throws -> [String: StateValue] {
         known.withLock { $0.listedAt = nil }
         let tree = try await tree(use: .refresh)
-        guard let plug = tree.flatMap(\.all).first(where: { DeviceID(vendorInstance: instanceID, vendorDeviceID: String($0.deviceGid)) == device }),
-              let on = plug.outlet?.outletOn ?? plug.evCharger?.chargerOn else { return [:] }
-        return ["state": .string(on ? "ON" : "OFF")]
+        guard let found = tree.flatMap(\.all).first(where: { DeviceID(vendorInstance: instanceID, vendorDeviceID: String($0.deviceGid)) == device }) else {
+            return [:]
+        }
+        if let charger = found.evCharger { return Self.state(of: charger) }
+        return found.outlet?.outletOn.map { ["state": .string($0 ? "ON" : "OFF")] } ?? [:]
     }
 
     // MARK: Requests
@@ -159,6 +229,7 @@ public final class EmporiaVendor: Vendor {
         known.withLock { known in
             known.tree = tree
             known.listedAt = now
+            known.chargers = [:]
         }
         return tree
     }
@@ -167,37 +238,5 @@ public final class EmporiaVendor: Vendor {
         var request = HTTPClientRequest(url: base + path, timeout: options.network.timeout)
         request.headers.set(name: "Accept", value: "application/json")
         return try await http.sendJSON(request, as: type, context: "Emporia \(context)", use: use, authorizer: session)
-    }
-
-    /// Cognito's `REFRESH_TOKEN_AUTH`: the refresh token gives an id token (an hour), renewed at 90 % of its life.
-    static func makeSession(http: VendorHTTP, options: EmporiaOptions) -> LoginSession {
-        LoginSession(time: http.time) { () async throws(GatewayError) -> SessionCredentials in
-            var request = HTTPClientRequest(method: .post, url: options.authURL, timeout: options.network.timeout)
-            request.headers.set(name: "Content-Type", value: "application/x-amz-json-1.1")
-            request.headers.set(name: "X-Amz-Target", value: "AWSCognitoIdentityProviderService.InitiateAuth")
-            let body: [String: Any] = [
-                "AuthFlow": "REFRESH_TOKEN_AUTH", "ClientId": options.clientID,
-                "AuthParameters": ["REFRESH_TOKEN": options.refreshToken.reveal()],
-            ]
-            request.body = try? JSONSerialization.data(withJSONObject: body)
-            do throws(GatewayError) {
-                let answer = try await http.sendJSON(request, as: WireCognito.self, context: "Emporia login (Cognito)", use: .refresh)
-                guard let result = answer.AuthenticationResult else {
-                    throw GatewayError(.authFailed, message: "Cognito gave no tokens for the refresh token.")
-                }
-                http.redactor.set("id_token", result.IdToken)
-                return SessionCredentials(headers: [(name: "authtoken", value: result.IdToken)], lifetime: result.ExpiresIn ?? 3600)
-            } catch {
-                // Cognito answers 400 NotAuthorizedException for a refresh token that expired or was revoked.
-                guard error.code == .authFailed || error.code == .badRequest || error.requiresReauthentication else { throw error }
-                var refused = error
-                refused.code = .authFailed
-                refused.requiresReauthentication = false
-                refused.message = "Emporia's sign-in (Cognito) refused the refresh token (HTTP \(error.httpStatus ?? 400))."
-                refused.suggestion = "Put a current refresh token in refresh_token_file (it ends when the password changes or the account signs out everywhere)."
-                http.holdOff(after: refused)
-                throw refused
-            }
-        }
     }
 }

@@ -23,8 +23,31 @@ final class WireDevice: Decodable, Sendable {
         var parentChannelNum: String?
     }
 
+    /// PyEmVue's `ChargerDevice`: `PUT /devices/evcharger` takes deviceGid, loadGid, chargerOn, chargingRate
+    /// and maxChargingRate back (with breakerPIN when one is set).
     struct Charger: Decodable, Sendable {
+        var deviceGid: Int64?
+        var loadGid: Int64?
         var chargerOn: Bool?
+        var chargingRate: Int?
+        var maxChargingRate: Int?
+        var status: String?
+        var breakerPIN: String?
+
+        /// The fields the update takes (PyEmVue's `as_dictionary`): the rest is the charger's own report.
+        var forUpdate: Update {
+            Update(deviceGid: deviceGid, loadGid: loadGid, chargerOn: chargerOn, chargingRate: chargingRate, maxChargingRate: maxChargingRate,
+                   breakerPIN: breakerPIN.flatMap { $0.isEmpty ? nil : $0 })
+        }
+
+        struct Update: Encodable {
+            var deviceGid: Int64?
+            var loadGid: Int64?
+            var chargerOn: Bool?
+            var chargingRate: Int?
+            var maxChargingRate: Int?
+            var breakerPIN: String?
+        }
     }
 
     let deviceGid: Int64
@@ -64,12 +87,15 @@ struct WireUsages: Decodable, Sendable {
     var deviceListUsages: List?
 }
 
-/// Cognito's `InitiateAuth` answer.
+/// Cognito's `InitiateAuth`/`RespondToAuthChallenge` answer: tokens, or the next challenge of a sign-in.
 struct WireCognito: Decodable, Sendable {
     struct Result: Decodable, Sendable {
-        var IdToken: String
+        var IdToken: String?
+        var RefreshToken: String?
         var ExpiresIn: Double?
     }
 
     var AuthenticationResult: Result?
+    var ChallengeName: String?
+    var ChallengeParameters: [String: String]?
 }

@@ -1,0 +1,117 @@
+import BigInt
+import Crypto
+import Foundation
+import ModularPower
+
+/// The client's half of AWS Cognito's `USER_SRP_AUTH` (SRP-6a over the 3072-bit group of RFC 5054 with SHA-256),
+/// the password sign-in Emporia's app and PyEmVue use. The password never leaves the box: Cognito sends a salt,
+/// its public value B and a secret block; the gateway answers with an HMAC that only the password can make.
+///
+/// Cognito's conventions (checked against pycognito in `Tests/Fixtures/emporia/srp-vector.json`):
+/// - numbers are hashed as hex strings padded to whole bytes, with a `00` byte before a leading high bit;
+/// - k = H(00‖N‖0‖g) as hex; u = H(pad(A)‖pad(B)); x = H(pad(salt)‖H(pool‖user id‖":"‖password));
+/// - the key is HKDF-SHA256(ikm: pad(S), salt: pad(u), info: "Caldera Derived Key") cut to 16 bytes;
+/// - the claim is HMAC-SHA256(key, pool‖user id‖secret block‖timestamp), timestamp as "Thu Mar 5 07:08:09 UTC 2026".
+struct CognitoSRP: Sendable {
+    static let modulusHex =
+        "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
+        + "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
+        + "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
+        + "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
+        + "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
+        + "15728E5A8AAAC42DAD33170D04507A33A85521ABDF1CBA64ECFB850458DBEF0A8AEA71575D060C7DB3970F85A6E1E4C7"
+        + "ABF5AE8CDB0933D71E8C94E04A25619DCEE3D2261AD2EE6BF12FFA06D98A0864D87602733EC86A64521F2B18177B200C"
+        + "BBE117577A615D6C770988C0BAD946E208E24FA074E5AB3143DB5BFCE0FD108E4B82D120A93AD2CAFFFFFFFFFFFFFFFF"
+    static let modulus = BigUInt(modulusHex, radix: 16) ?? 0
+    static let generator = BigUInt(2)
+    static let multiplier = BigUInt(hexHash("00" + modulusHex + "02"), radix: 16) ?? 0
+
+    /// The random secret `a` and the public `A = g^a mod N` sent in `SRP_A`.
+    let secret: BigUInt
+    let publicValue: BigUInt
+
+    /// A fresh `a` of 256 random bits (RFC 5054 asks for at least 256); `secret` is given only by tests.
+    init(secret: BigUInt? = nil) {
+        var generator = SystemRandomNumberGenerator()
+        let a = secret ?? BigUInt((0..<4).map { _ in generator.next() as UInt64 }.reduce(into: Data()) { data, word in
+            withUnsafeBytes(of: word.bigEndian) { data.append(contentsOf: $0) }
+        })
+        self.secret = a
+        publicValue = Self.generator.power(a, oddModulus: Self.modulus)
+    }
+
+    /// `SRP_A` as Cognito takes it: plain hex.
+    var srpA: String { String(publicValue, radix: 16) }
+
+    enum Failure: Error, Equatable {
+        /// B, the salt or the secret block is not what SRP needs; signing anyway could leak the password.
+        case badChallenge(String)
+    }
+
+    /// The `PASSWORD_CLAIM_SIGNATURE` for Cognito's `PASSWORD_VERIFIER` challenge.
+    func passwordClaim(poolID: String, userIDForSRP: String, password: String, salt: String, serverB: String,
+                       secretBlock: String, timestamp: String) throws(Failure) -> String {
+        guard let b = BigUInt(serverB, radix: 16), !(b % Self.modulus).isZero else { throw .badChallenge("SRP_B is not a valid public value") }
+        guard BigUInt(salt, radix: 16) != nil else { throw .badChallenge("SALT is not hex") }
+        guard let block = Data(base64Encoded: secretBlock) else { throw .badChallenge("SECRET_BLOCK is not base64") }
+        let u = BigUInt(Self.hexHash(Self.padded(publicValue) + Self.padded(b)), radix: 16) ?? 0
+        guard !u.isZero else { throw .badChallenge("the scrambling value u is zero") }
+        let pool = Self.poolName(poolID)
+        let identity = Self.hex(SHA256.hash(data: Data((pool + userIDForSRP + ":" + password).utf8)))
+        let x = BigUInt(Self.hexHash(Self.padded(hex: salt) + identity), radix: 16) ?? 0
+        let n = Self.modulus
+        // S = (B − k·g^x)^(a + u·x) mod N, kept non-negative.
+        let kgx = (Self.multiplier * Self.generator.power(x, oddModulus: n)) % n
+        let base = ((b % n) + n - kgx) % n
+        let s = base.power(secret + u * x, oddModulus: n)
+        let key = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: Self.bytes(hex: Self.padded(s))),
+            salt: Self.bytes(hex: Self.padded(hex: String(u, radix: 16))),
+            info: Data("Caldera Derived Key".utf8), outputByteCount: 16
+        )
+        var message = Data((pool + userIDForSRP).utf8)
+        message.append(block)
+        message.append(Data(timestamp.utf8))
+        return Data(HMAC<SHA256>.authenticationCode(for: message, using: key)).base64EncodedString()
+    }
+
+    /// Cognito's timestamp: `EEE MMM d HH:mm:ss 'UTC' yyyy` in English, UTC, the day not zero-padded.
+    static func timestamp(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "EEE MMM d HH:mm:ss 'UTC' yyyy"
+        return formatter.string(from: date)
+    }
+
+    /// The pool's name: `us-east-2_ghlOXVLi1` → `ghlOXVLi1`.
+    static func poolName(_ poolID: String) -> String {
+        poolID.split(separator: "_", maxSplits: 1).last.map(String.init) ?? poolID
+    }
+
+    // MARK: Cognito's hex conventions
+
+    static func padded(_ value: BigUInt) -> String { padded(hex: String(value, radix: 16)) }
+
+    /// Whole bytes, and a `00` byte first when the top bit is set (so the number reads as positive).
+    static func padded(hex: String) -> String {
+        if hex.count % 2 == 1 { return "0" + hex }
+        if let first = hex.first, "89abcdefABCDEF".contains(first) { return "00" + hex }
+        return hex
+    }
+
+    static func hexHash(_ hex: String) -> String { Self.hex(SHA256.hash(data: bytes(hex: hex))) }
+
+    static func hex(_ digest: some Sequence<UInt8>) -> String { digest.map { String(format: "%02x", $0) }.joined() }
+
+    static func bytes(hex: String) -> Data {
+        var data = Data(capacity: hex.count / 2)
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) ?? hex.endIndex
+            data.append(UInt8(hex[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return data
+    }
+}
