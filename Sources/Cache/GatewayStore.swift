@@ -338,6 +338,25 @@ public final class GatewayStore: Sendable {
         }
     }
 
+    // MARK: - Vendor values
+
+    /// The value a vendor instance stored under `key`; when there is none, `value` is stored and returned (in
+    /// one transaction, so two callers agree on one value).
+    public func vendorValue(_ key: String, vendorID: String, storingIfAbsent value: String) throws(CacheError) -> String {
+        guard !key.isEmpty, !vendorID.isEmpty, !value.isEmpty else {
+            throw CacheError(.invalidInput, "a vendor value needs a vendor id, a key and a value")
+        }
+        let now = options.clock()
+        return try write("keep vendor value") { db in
+            if let existing = try String.fetchOne(db, sql: "SELECT value FROM vendor_value WHERE vendor_id = ? AND key = ?", arguments: [vendorID, key]) {
+                return existing
+            }
+            try db.execute(sql: "INSERT INTO vendor_value (vendor_id, key, value, updated_at) VALUES (?, ?, ?, ?)",
+                           arguments: [vendorID, key, value, now])
+            return value
+        }
+    }
+
     // MARK: - Access helpers
 
     /// Throws `.closed` once `close()` has run.

@@ -6,6 +6,7 @@ enum Schema {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1", migrate: createVersion1)
         migrator.registerMigration("v2", migrate: createVersion2)
+        migrator.registerMigration("v3", migrate: createVersion3)
         return migrator
     }
 
@@ -99,6 +100,19 @@ enum Schema {
                 json TEXT NOT NULL,
                 updated_at REAL NOT NULL
             );
+            """)
+    }
+
+    /// Small values a vendor keeps across restarts (Sense's per-install device id), by vendor instance and key.
+    private static func createVersion3(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE vendor_value (
+                vendor_id TEXT NOT NULL,
+                key TEXT NOT NULL,
+                value TEXT NOT NULL,
+                updated_at REAL NOT NULL,
+                PRIMARY KEY (vendor_id, key)
+            ) WITHOUT ROWID;
             """)
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 #endif
 import GatewayModel
 import Logging
+import Synchronization
 
 /// How one vendor type enters the gateway. Each vendor folder declares one (a caseless enum), and the
 /// gateway's `VendorRegistry` lists them: adding a vendor is its folder plus one line there.
@@ -41,14 +42,38 @@ public struct VendorContext: Sendable {
     public var pinStore: (any TLSPinStore)?
     /// The gateway's logger, for the few vendor events an operator must see (a key trusted on first use).
     public var logger: Logger
+    /// Small values a vendor keeps across restarts (the SQLite cache); nil without `storage:`.
+    public var valueStore: (any VendorValueStore)?
 
     public init(
         clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
-        pinStore: (any TLSPinStore)? = nil, logger: Logger = Logger(label: "lbs-gateway.vendor")
+        pinStore: (any TLSPinStore)? = nil, logger: Logger = Logger(label: "lbs-gateway.vendor"), valueStore: (any VendorValueStore)? = nil
     ) {
         self.clock = clock
         self.now = now
         self.pinStore = pinStore
         self.logger = logger
+        self.valueStore = valueStore
+    }
+}
+
+/// Where a vendor keeps a value across restarts, such as an id the vendor's cloud knows this install by.
+public protocol VendorValueStore: Sendable {
+    /// The value stored for the vendor instance under `key`; when there is none, `value` is stored and returned.
+    func value(_ key: String, vendorID: String, storingIfAbsent value: String) async throws -> String
+}
+
+/// Values in memory only (lost on restart), for tests.
+public final class InMemoryVendorValueStore: VendorValueStore {
+    private let values = Mutex<[String: String]>([:])
+
+    public init() {}
+
+    public func value(_ key: String, vendorID: String, storingIfAbsent value: String) async throws -> String {
+        values.withLock { values in
+            if let existing = values["\(vendorID)/\(key)"] { return existing }
+            values["\(vendorID)/\(key)"] = value
+            return value
+        }
     }
 }

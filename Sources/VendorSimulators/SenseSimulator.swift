@@ -37,6 +37,7 @@ public final class SenseSimulator: Sendable {
         var homeWatts: Double = 1520
         var solarWatts: Double = 2100
         var requests: [String: Int] = [:]
+        var installIDs: [String] = []
     }
 
     public static let monitorID: Int64 = 123_456
@@ -84,6 +85,8 @@ public final class SenseSimulator: Sendable {
     public var feedsOpened: Int { state.withLock { $0.feeds } }
     public var framesSent: Int { state.withLock { $0.frames } }
     public var requests: [String: Int] { state.withLock { $0.requests } }
+    /// The `x-sense-device-id` values the sign-in calls came with, in order (repeats of the last one left out).
+    public var installIDs: [String] { state.withLock { $0.installIDs } }
 
     /// Issued tokens are refused from now on (the feed sends `authorized:false`); refresh tokens still renew.
     public func expireTokens() { state.withLock { $0.tokens.removeAll() } }
@@ -103,8 +106,11 @@ public final class SenseSimulator: Sendable {
             return (try? await WebSocketHTTPHandler(handler: MessageFrameWSHandler(handler: handler)).handleRequest(request))
                 ?? SimResponse.text("", status: .badRequest)
         }
-        guard request.headers[HTTPHeader("x-sense-device-id")]?.isEmpty == false else {
+        guard let installID = request.headers[HTTPHeader("x-sense-device-id")], !installID.isEmpty else {
             return SimResponse.json(#"{"status":"error","error_reason":"missing device id"}"#, status: .badRequest)
+        }
+        state.withLock { state in
+            if state.installIDs.last != installID { state.installIDs.append(installID) }
         }
         let form = await Self.form(request)
         switch path {

@@ -89,6 +89,8 @@ import Glibc
         try await client.subscribe("lbs/#")
         try await client.subscribe("acks/#")
         try await client.waitForMessage(topic: "lbs/device/demo_lock", timeout: .seconds(10))
+        // Online comes after the gateway's SUBSCRIBE; a state can come before it (queued while connecting).
+        try await client.waitForMessage(topic: "lbs/bridge/state", timeout: .seconds(10)) { $0.json?["state"] as? String == "online" }
         // Fill the disk to the last byte.
         let filler = FileManager.default.createFile(atPath: disk + "/filler", contents: nil)
         #expect(filler)

@@ -2,6 +2,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Resilience
+import Synchronization
 import Testing
 import VendorKit
 @testable import VendorSense
@@ -12,8 +13,8 @@ import VendorTesting
 @Suite(.serialized) struct SenseTests {
     static let secret = "JBSWY3DPEHPK3PXP"
 
-    func start(_ simulator: SenseSimulator, password: String = "sense-pw", totp: String? = nil, publishInterval: Duration = .seconds(1))
-        async throws -> (SenseVendor, EventLog, Task<Void, any Error>) {
+    func start(_ simulator: SenseSimulator, password: String = "sense-pw", totp: String? = nil, publishInterval: Duration = .seconds(1),
+               values: (any VendorValueStore)? = nil) async throws -> (SenseVendor, EventLog, Task<Void, any Error>) {
         try await simulator.start()
         let log = EventLog()
         let network = NetworkOptions(url: await simulator.baseURL, timeout: .seconds(2), pollInterval: .seconds(900),
@@ -23,7 +24,7 @@ import VendorTesting
         var fast = options
         fast.reconnect = ReconnectingStream.Policy(minDelay: .milliseconds(100), maxDelay: .milliseconds(400))
         fast.feedTimeout = .seconds(2)
-        let vendor = try SenseVendor(instanceID: "sense", options: fast, sink: log.sink, context: VendorContext())
+        let vendor = try SenseVendor(instanceID: "sense", options: fast, sink: log.sink, context: VendorContext(valueStore: values))
         let task = Task { try await vendor.run() }
         return (vendor, log, task)
     }
@@ -102,6 +103,56 @@ import VendorTesting
         simulator.setDevices(Array(SenseSimulator.household.prefix(2)))
         simulator.dropFeeds()
         try await waitUntil("dryer removed", timeout: .seconds(10)) { log.removed.contains(DeviceID(vendorInstance: "sense", vendorDeviceID: "b8qx2mtt")) }
+    }
+
+    /// Sense knows an install by its device id: a random one made on the first run, kept in the cache.
+    @Test func theDeviceIDIsMadeOnceAndKeptAcrossRestarts() async throws {
+        let simulator = SenseSimulator(email: "me@example.com", password: "sense-pw")
+        let store = InMemoryVendorValueStore()
+        for run in 1...2 {
+            let (_, log, task) = try await start(simulator, values: store)
+            try await waitUntil("signed in, run \(run)") { log.states[Self.monitor]?["home_power"] != nil }
+            task.cancel()
+            _ = await task.result
+        }
+        #expect(simulator.signIns == 2 && simulator.installIDs.count == 1, "both runs sent one id: \(simulator.installIDs)")
+        let kept = try await store.value("device_id", vendorID: "sense", storingIfAbsent: "other")
+        #expect(simulator.installIDs == [kept] && kept.count == 32 && kept.allSatisfy(\.isHexDigit))
+        let (_, log, task) = try await start(simulator, values: InMemoryVendorValueStore())
+        defer { task.cancel(); Task { await simulator.stop() } }
+        try await waitUntil("another install signed in") { log.states[Self.monitor]?["home_power"] != nil }
+        #expect(simulator.installIDs.count == 2 && simulator.installIDs[1] != kept, "another install, another id")
+    }
+
+    /// A state held back by the per-device interval goes out once the interval has passed, with no further frame.
+    @Test func aHeldStateGoesOutWhenTheFeedGoesQuiet() throws {
+        final class Now: Sendable {
+            let date = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+            func advance(_ seconds: Double) { date.withLock { $0 += seconds } }
+        }
+        let now = Now()
+        let log = EventLog()
+        let network = NetworkOptions(url: "http://127.0.0.1:9", timeout: .seconds(2), pollInterval: .seconds(900))
+        let options = SenseOptions(network: network, realtimeURL: "ws://127.0.0.1:9", email: "me@example.com", password: VendorSecret("p"))
+        let vendor = try SenseVendor(instanceID: "sense", options: options, sink: log.sink, context: VendorContext(now: { now.date.withLock { $0 } }))
+        let monitor = WireHello.Monitor(id: SenseSimulator.monitorID, serial_number: nil, solar_configured: false, solar_connected: false)
+        func frame(_ watts: Int) -> String {
+            #"{"type":"realtime_update","payload":{"w":\#(watts),"grid_w":\#(watts),"devices":[],"voltage":[120.1,120.2],"hz":60.0}}"#
+        }
+        func published() -> [Double] {
+            log.all.compactMap { if case .state(let id, let values, _) = $0, id == Self.monitor { values["home_power"]?.number } else { nil } }
+        }
+        #expect(vendor.handle(frame: frame(1000), monitor: monitor, connected: {}) == nil)
+        now.advance(0.3)
+        #expect(vendor.handle(frame: frame(1500), monitor: monitor, connected: {}) == nil)
+        #expect(published() == [1000], "the second frame waits for its turn")
+        vendor.flushDue(now: now.date.withLock { $0 })
+        #expect(published() == [1000], "not yet: 0.3 s of 1 s")
+        now.advance(1)
+        vendor.flushDue(now: now.date.withLock { $0 })
+        #expect(published() == [1000, 1500], "the held state went out without another frame")
+        let at = log.all.compactMap { if case .state(let id, _, let at) = $0, id == Self.monitor { at } else { nil } }.last
+        #expect(at == Date(timeIntervalSince1970: 1_800_000_000.3), "observed when its frame came")
     }
 
     @Test func theEntryIsCheckedWithKeyPaths() {

@@ -54,7 +54,8 @@ public struct GatewayService: Service {
         let problems = VendorCatalog.crossCheck(config)
         if !problems.isEmpty { throw ConfigLoader.Failure(problems: problems) }
         let persistence = try config.storage.map { try Persistence(path: $0.path, logger: logger) }
-        let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger)
+        let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger,
+                                    valueStore: persistence.map { CacheVendorValueStore(store: $0.store) })
         // Built before anything runs, so a bad vendor entry stops the start with its error.
         let inbox = EventInbox<VendorEvent>(capacity: 100_000, coalescing: .deviceStates)
         let sink = VendorEventSink { inbox.send($0) }

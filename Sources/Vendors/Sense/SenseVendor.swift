@@ -28,8 +28,15 @@ public final class SenseVendor: Vendor {
     private let session: LoginSession
     private let stream: ReconnectingStream
     private let feed = Mutex(Feed())
-    /// Identifies this gateway to Sense (the header its apps send): stable for this entry and account.
-    let senseDeviceID: String
+    /// Identifies this install to Sense (the header its apps send): kept in the cache, see `adoptStoredDeviceID`.
+    private let deviceIDs: InstallID
+
+    final class InstallID: Sendable {
+        private let value: Mutex<String>
+        init(_ value: String) { self.value = Mutex(value) }
+        var current: String { value.withLock { $0 } }
+        func set(_ id: String) { value.withLock { $0 = id } }
+    }
 
     final class Tokens: Sendable {
         struct Value {
@@ -50,7 +57,7 @@ public final class SenseVendor: Vendor {
         var monitorDevices: [DeviceID: Device] = [:]
         /// Per device: when its state last went out, and what waits for the interval to pass.
         var lastSent: [DeviceID: Date] = [:]
-        var pending: [DeviceID: [String: StateValue]] = [:]
+        var pending: [DeviceID: (state: [String: StateValue], at: Date)] = [:]
     }
 
     public init(instanceID: String, options: SenseOptions, sink: VendorEventSink, context: VendorContext) throws(GatewayError) {
@@ -66,17 +73,21 @@ public final class SenseVendor: Vendor {
         )
         http.redactor.set("password", options.password.reveal())
         if let secret = options.totpSecret { http.redactor.set("totp", secret.reveal()) }
-        senseDeviceID = String(TOTP.hex(TOTP.sha1(Array("lbs-gateway/\(instanceID)/\(options.email.lowercased())".utf8))).prefix(32))
-        session = Self.makeSession(http: http, options: options, tokens: tokens, deviceID: senseDeviceID)
+        // Until the cache answers (or without one): an id derived from the instance and account, stable too.
+        let installID = InstallID(String(TOTP.hex(TOTP.sha1(Array("lbs-gateway/\(instanceID)/\(options.email.lowercased())".utf8))).prefix(32)))
+        deviceIDs = installID
+        session = Self.makeSession(http: http, options: options, tokens: tokens) { installID.current }
         stream = ReconnectingStream(vendorID: instanceID, sink: sink, clock: context.clock, now: context.now, policy: options.reconnect)
     }
 
     public var refreshesAllDevices: Bool { true }
 
     public func run() async throws {
+        await adoptStoredDeviceID()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.stream.run { connected in try await self.session(connected) } }
             group.addTask { await self.pollTrends() }
+            group.addTask { await self.flushHeldStates() }
             await group.waitForAll()
         }
     }
@@ -242,9 +253,10 @@ public final class SenseVendor: Vendor {
             var due: [(DeviceID, [String: StateValue])] = []
             for (id, state) in updates {
                 if let last = feed.lastSent[id], now.timeIntervalSince(last) < options.publishInterval.inSeconds {
-                    feed.pending[id, default: [:]].merge(state) { $1 }
+                    feed.pending[id, default: ([:], at)].state.merge(state) { $1 }
+                    feed.pending[id]?.at = at
                 } else {
-                    var merged = feed.pending.removeValue(forKey: id) ?? [:]
+                    var merged = feed.pending.removeValue(forKey: id)?.state ?? [:]
                     merged.merge(state) { $1 }
                     feed.lastSent[id] = now
                     due.append((id, merged))
@@ -253,6 +265,29 @@ public final class SenseVendor: Vendor {
             return due
         }
         for (id, state) in due where !state.isEmpty { sink.send(.state(id, state, observedAt: at)) }
+    }
+
+    /// States held back by the per-device interval go out once it has passed, even when no further frame
+    /// comes (the feed stopped, or the device's power stopped changing).
+    private func flushHeldStates() async {
+        while !Task.isCancelled {
+            do { try await http.time.sleep(for: options.publishInterval) } catch { return }
+            flushDue(now: http.now())
+        }
+    }
+
+    func flushDue(now: Date) {
+        let due = feed.withLock { feed -> [(DeviceID, [String: StateValue], Date)] in
+            var due: [(DeviceID, [String: StateValue], Date)] = []
+            for (id, held) in feed.pending {
+                if let last = feed.lastSent[id], now.timeIntervalSince(last) < options.publishInterval.inSeconds { continue }
+                feed.pending[id] = nil
+                feed.lastSent[id] = now
+                due.append((id, held.state, held.at))
+            }
+            return due
+        }
+        for (id, state, at) in due where !state.isEmpty { sink.send(.state(id, state, observedAt: at)) }
     }
 
     // MARK: Trends
@@ -290,12 +325,28 @@ public final class SenseVendor: Vendor {
 
     /// Renewal with the refresh token while there is one; otherwise the password sign-in, with the TOTP step
     /// for an account that asks for it. A refused sign-in is held off 15 min (Sense's own advice).
-    static func makeSession(http: VendorHTTP, options: SenseOptions, tokens: Tokens, deviceID: String) -> LoginSession {
+    /// The `x-sense-device-id` Sense knows this install by: a random id made on the first run and kept in the cache
+    /// (`vendor_value`), as the Sense app keeps one per phone; Sense ties sessions and MFA trust to it.
+    func adoptStoredDeviceID() async {
+        guard let store = context.valueStore else { return }
+        var generator = SystemRandomNumberGenerator()
+        let fresh = TOTP.hex((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        do {
+            let kept = try await store.value("device_id", vendorID: instanceID, storingIfAbsent: fresh)
+            deviceIDs.set(kept)
+        } catch {
+            context.logger.warning("Sense: the device id could not be kept in the cache (\(error)); using one derived from the account")
+        }
+    }
+
+    var senseDeviceID: String { deviceIDs.current }
+
+    static func makeSession(http: VendorHTTP, options: SenseOptions, tokens: Tokens, deviceID: @escaping @Sendable () -> String) -> LoginSession {
         LoginSession(time: http.time) { () async throws(GatewayError) -> SessionCredentials in
             func post(_ path: String, _ fields: [(String, String)], accepting: Set<Int> = []) async throws(GatewayError) -> HTTPClientResponse {
                 var request = HTTPClientRequest(method: .post, url: options.network.base + path, timeout: options.network.timeout)
                 request.headers.set(name: "Content-Type", value: "application/x-www-form-urlencoded")
-                request.headers.set(name: "x-sense-device-id", value: deviceID)
+                request.headers.set(name: "x-sense-device-id", value: deviceID())
                 request.body = FormEncoding.body(fields)
                 return try await http.send(request, use: .refresh, accepting: accepting)
             }

@@ -1,0 +1,11 @@
+import Cache
+import VendorKit
+
+/// Vendors' small lasting values in the SQLite cache (`vendor_value`), read and written on a Dispatch thread.
+struct CacheVendorValueStore: VendorValueStore {
+    let store: GatewayStore
+
+    func value(_ key: String, vendorID: String, storingIfAbsent value: String) async throws -> String {
+        try await store.run { try $0.vendorValue(key, vendorID: vendorID, storingIfAbsent: value) }
+    }
+}
