@@ -21,6 +21,7 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     // Cognito's SRP-6a sign-in: 3072-bit arithmetic (BigInt) and SHA-256/HMAC/HKDF (swift-crypto).
     ("Emporia", ["ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")]),
     ("Sense", [.product(name: "WSClient", package: "swift-websocket")]),
+    ("Matter", [.product(name: "WSClient", package: "swift-websocket")]),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 

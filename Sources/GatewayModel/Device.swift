@@ -28,11 +28,14 @@ public struct Device: Sendable, Hashable, Codable {
     /// One-off events it can report (`VendorEvent.deviceEvent`): button presses, a leak detected. They are
     /// published on `<base>/device/<id>/event` and become a Home Assistant `event` entity. nil: none.
     public var eventTypes: [String]?
+    /// The device it is reached through, when that is itself a device of the gateway (a Matter bridge's bridged
+    /// devices): Home Assistant shows it as "connected via". nil: the gateway itself.
+    public var viaDevice: DeviceID?
 
     public init(
         vendorID: String, vendorDeviceID: String, name: String, type: DeviceType,
         manufacturer: String? = nil, model: String? = nil, room: String? = nil, swVersion: String? = nil,
-        serialNumber: String? = nil, writableKeys: Set<String>? = nil, keys: [String], eventTypes: [String]? = nil
+        serialNumber: String? = nil, writableKeys: Set<String>? = nil, keys: [String], eventTypes: [String]? = nil, viaDevice: DeviceID? = nil
     ) {
         self.id = DeviceID(vendorInstance: vendorID, vendorDeviceID: vendorDeviceID)
         self.vendorID = vendorID
@@ -47,6 +50,7 @@ public struct Device: Sendable, Hashable, Codable {
         self.writableKeys = writableKeys
         self.keys = keys
         self.eventTypes = eventTypes
+        self.viaDevice = viaDevice
     }
 
     public var specs: [KeySpec] { keys.compactMap(StateKeys.spec) }

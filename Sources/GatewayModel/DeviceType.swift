@@ -13,6 +13,7 @@ public enum DeviceType: String, Sendable, Hashable, Codable, CaseIterable {
     case waterMeter = "water_meter"
     case gasMeter = "gas_meter"
     case evCharger = "ev_charger"
+    case fan
     case camera
     case speaker
     case motionSensor = "motion_sensor"

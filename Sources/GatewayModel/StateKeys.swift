@@ -61,8 +61,16 @@ public enum StateKeys {
     public static let cover = KeySpec("cover", label: "Cover", kind: .enumeration(["OPEN", "CLOSED", "OPENING", "CLOSING", "STOPPED"]), writable: true, commands: ["OPEN", "CLOSE", "STOP"], category: .control)
     public static let position = KeySpec("position", label: "Position", unit: "%", kind: .number(min: 0, max: 100), writable: true, category: .control)
     public static let targetTemperature = KeySpec("target_temperature", label: "Target temperature", unit: "°C", kind: .number(min: 5, max: 35), writable: true, category: .control)
-    public static let hvacMode = KeySpec("hvac_mode", label: "HVAC mode", kind: .enumeration(["off", "heat", "cool", "auto"]), writable: true, category: .control)
+    public static let hvacMode = KeySpec(
+        "hvac_mode", label: "HVAC mode", kind: .enumeration(["off", "heat", "cool", "auto", "fan_only", "dry"]), writable: true, category: .control
+    )
     public static let hvacAction = KeySpec("hvac_action", label: "HVAC action", kind: .enumeration(["off", "idle", "heating", "cooling"]), category: .control)
+
+    /// A fan's mode (Matter FanControl's FanMode) and its speed in % (PercentSetting / PercentCurrent).
+    public static let fanMode = KeySpec(
+        "fan_mode", label: "Fan mode", kind: .enumeration(["off", "low", "medium", "high", "on", "auto", "smart"]), writable: true, category: .control
+    )
+    public static let fanSpeed = KeySpec("fan_speed", label: "Fan speed", unit: "%", kind: .number(min: 0, max: 100), writable: true, category: .control)
 
     // Environment
     public static let temperature = KeySpec("temperature", label: "Temperature", unit: "°C", kind: .number(min: nil, max: nil), series: .measurement, category: .environment)
@@ -81,6 +89,20 @@ public enum StateKeys {
     public static let score = KeySpec("score", label: "Air quality score", kind: .number(min: 0, max: 100), series: .measurement, category: .environment)
     /// A water leak the vendor detected (Flume's active leak alerts).
     public static let leak = KeySpec("leak", label: "Leak", kind: .bool, category: .environment)
+    /// A water leak detector's own state (true = water detected).
+    public static let waterLeak = KeySpec("water_leak", label: "Water leak", kind: .bool, category: .environment)
+    /// A door or window contact (true = closed, as zigbee2mqtt has it).
+    public static let contact = KeySpec("contact", label: "Contact", kind: .bool, category: .environment)
+    /// Smoke and carbon monoxide alarms (true = alarm).
+    public static let smoke = KeySpec("smoke", label: "Smoke", kind: .bool, category: .environment)
+    public static let carbonMonoxide = KeySpec("carbon_monoxide", label: "Carbon monoxide", kind: .bool, category: .environment)
+    /// Carbon monoxide concentration.
+    public static let co = KeySpec("co", label: "CO", unit: "ppm", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
+    /// A sensor's own air quality class (Matter's AirQuality cluster).
+    public static let airQuality = KeySpec(
+        "air_quality", label: "Air quality", kind: .enumeration(["unknown", "good", "fair", "moderate", "poor", "very_poor", "extremely_poor"]),
+        category: .environment
+    )
 
     // Energy: power in W (grid + import / − export, battery + discharge / − charge), energy in kWh.
     public static let power = KeySpec("power", label: "Power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
@@ -103,6 +125,8 @@ public enum StateKeys {
     public static let maxPower = KeySpec("max_power", label: "Peak power", unit: "W", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
     /// The mains voltage and frequency where a meter measures them (one phase: `voltage`; more: `voltage_l1`…).
     public static let voltage = KeySpec("voltage", label: "Voltage", unit: "V", kind: .number(min: 0, max: nil), series: .measurement, category: .energy)
+    /// The current a device draws.
+    public static let current = KeySpec("current", label: "Current", unit: "A", kind: .number(min: nil, max: nil), series: .measurement, category: .energy)
     public static let frequency = KeySpec("frequency", label: "Frequency", unit: "Hz", kind: .number(min: 0, max: nil), series: .measurement, category: .energy)
     /// The site's connection to the grid (a battery system that can island).
     public static let gridStatus = KeySpec(
@@ -131,12 +155,13 @@ public enum StateKeys {
     public static let valence = KeySpec("valence", label: "Valence", kind: .number(min: -1, max: 1), series: .measurement)
 
     public static let all: [KeySpec] = [
-        state, brightness, colorTempKelvin, lock, cover, position, targetTemperature, hvacMode, hvacAction,
+        state, brightness, colorTempKelvin, lock, cover, position, targetTemperature, hvacMode, hvacAction, fanMode, fanSpeed,
         temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion, noise, dewPoint, score, leak,
+        waterLeak, contact, smoke, carbonMonoxide, co, airQuality,
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
         waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, chargingCurrent, operationMode,
-        voltage, frequency, battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
+        voltage, current, frequency, battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
     ] + phases
 
     /// Keys a meter on a multi-phase supply also reports per phase, as `<key>_l1`, `<key>_l2`, `<key>_l3`.
@@ -161,7 +186,22 @@ public enum StateKeys {
 
     public static let byName: [String: KeySpec] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
 
-    public static func spec(_ name: String) -> KeySpec? { byName[name] }
+    /// The spec of a key; also of `<key>_<n>`, the same key on a device's further endpoint (a Matter plug with two
+    /// outlets reports `state` and `state_2`): the same unit and kind, labelled "… 2".
+    public static func spec(_ name: String) -> KeySpec? {
+        if let spec = byName[name] { return spec }
+        guard let (base, endpoint) = endpointKey(name), let spec = byName[base] else { return nil }
+        return KeySpec(name, label: "\(spec.label) \(endpoint)", unit: spec.unit, kind: spec.kind, writable: spec.writable,
+                       commands: spec.commands, series: spec.series, category: spec.category)
+    }
+
+    /// `state_2` → (`state`, 2): a registered key followed by `_` and an endpoint number (2 … 65534).
+    public static func endpointKey(_ name: String) -> (base: String, endpoint: Int)? {
+        guard let underscore = name.lastIndex(of: "_"), let number = Int(name[name.index(after: underscore)...]), (1...65534).contains(number),
+              !name[name.index(after: underscore)...].hasPrefix("0") else { return nil }
+        let base = String(name[..<underscore])
+        return byName[base] != nil ? (base, number) : nil
+    }
 
     /// Keys the gateway adds to every snapshot itself; not settable, not in the registry of readings.
     public static let reserved: Set<String> = ["last_seen", "stale"]

@@ -8,6 +8,7 @@ import VendorGreenButton
 import VendorKit
 import VendorNeurio
 import VendorPowerwall
+import VendorMatter
 import VendorSense
 import VendorSolarEdge
 
@@ -28,5 +29,6 @@ public enum VendorRegistry {
         NeurioVendorFactory.self,
         EmporiaVendorFactory.self,
         SenseVendorFactory.self,
+        MatterVendorFactory.self,
     ]
 }

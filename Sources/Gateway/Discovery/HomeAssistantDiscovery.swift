@@ -39,7 +39,7 @@ public struct HomeAssistantDiscovery: Sendable {
             "sw_version": .optional(device.swVersion),
             "serial_number": .optional(device.serialNumber),
             "suggested_area": .optional(device.room),
-            "via_device": .string(bridgeIdentifier),
+            "via_device": .string(device.viaDevice.map(objectID) ?? bridgeIdentifier),
         ]).compacted
         let availability: JSON = [
             ["topic": .string(topics.bridgeState), "value_template": "{{ value_json.state }}"],
@@ -156,6 +156,16 @@ public struct HomeAssistantDiscovery: Sendable {
                 covered.insert("state")
             }
         }
+        // A further endpoint's on/off (`state_2`): a switch of its own.
+        for key in device.keys.sorted() where keys.contains(key) && StateKeys.endpointKey(key)?.base == "state" && device.isWritable(key) {
+            var config = identity(key, platform: "switch", name: .string(StateKeys.spec(key)?.label ?? key))
+            config["command_topic"] = .string(topics.set(id, key: key))
+            config["value_template"] = .string("{{ value_json.\(key) }}")
+            config["payload_on"] = "ON"
+            config["payload_off"] = "OFF"
+            result.append(Component(key: key, platform: "switch", config: config))
+            covered.insert(key)
+        }
         if keys.contains("lock") {
             var config = identity("lock", platform: "lock", name: .null, main: true)
             config["command_topic"] = .string(topics.set(id, key: "lock"))
@@ -244,8 +254,11 @@ public struct HomeAssistantDiscovery: Sendable {
             switch spec.kind {
             case .bool:
                 var config = identity(key, platform: "binary_sensor", name: .string(spec.label))
-                config["value_template"] = .string("{{ 'ON' if value_json.\(key) else 'OFF' }}")
-                if let deviceClass = SensorMapping.binaryClasses[key] { config["device_class"] = .string(deviceClass) }
+                // `contact` is true when closed (zigbee2mqtt's way); Home Assistant's door sensor is on when open.
+                let open = StateKeys.endpointKey(key)?.base ?? key
+                config["value_template"] = open == "contact"
+                    ? .string("{{ 'OFF' if value_json.\(key) else 'ON' }}") : .string("{{ 'ON' if value_json.\(key) else 'OFF' }}")
+                if let deviceClass = SensorMapping.binaryClasses[open] { config["device_class"] = .string(deviceClass) }
                 result.append(Component(key: key, platform: "binary_sensor", config: config))
             default:
                 var config = identity(key, platform: "sensor", name: .string(spec.label))
@@ -349,10 +362,13 @@ enum SensorMapping {
         "battery_level": "battery", "battery": "battery",
         "water_flow": "volume_flow_rate", "water_volume": "water", "gas_volume": "gas",
         "voltage": "voltage", "frequency": "frequency", "noise": "sound_pressure", "dew_point": "temperature",
+        "current": "current", "co": "carbon_monoxide",
     ]
 
     /// Home Assistant's binary_sensor device_class per boolean key.
-    static let binaryClasses: [String: String] = ["motion": "motion", "leak": "moisture"]
+    static let binaryClasses: [String: String] = [
+        "motion": "motion", "leak": "moisture", "water_leak": "moisture", "contact": "door", "smoke": "smoke", "carbon_monoxide": "carbon_monoxide",
+    ]
 
     /// `suggested_display_precision` per key: what a reading is worth showing (vendors send 44.628 %).
     static let precisions: [String: Int] = [
@@ -364,6 +380,7 @@ enum SensorMapping {
         "battery_level": 0, "battery": 0, "water_flow": 1, "water_volume": 0, "gas_volume": 2,
         "brightness": 0, "color_temp_kelvin": 0, "position": 0,
         "awareness_level": 0, "arousal": 2, "valence": 2, "voltage": 1, "frequency": 2, "noise": 0, "dew_point": 1, "score": 0,
+        "current": 2, "co": 0, "fan_speed": 0, "charging_current": 0,
     ]
 
     /// Every numeric key gets a precision; one without an entry in the table shows one decimal.
@@ -372,8 +389,8 @@ enum SensorMapping {
         return precisions[baseName(spec.name)] ?? 1
     }
 
-    /// A phase key (`grid_power_l2`) maps as its key (`grid_power`).
-    static func baseName(_ name: String) -> String { StateKeys.phase(of: name)?.base ?? name }
+    /// A phase key (`grid_power_l2`) or a further endpoint's key (`temperature_2`) maps as its key.
+    static func baseName(_ name: String) -> String { StateKeys.phase(of: name)?.base ?? StateKeys.endpointKey(name)?.base ?? name }
 
     static func `for`(_ spec: KeySpec) -> Entry {
         let stateClass: String? = switch spec.series {

@@ -1,0 +1,129 @@
+import Foundation
+import GatewayModel
+
+/// One call to the Matter server that carries out part of a `/set`.
+enum MatterCall: Sendable, Equatable {
+    /// `device_command`: a cluster command on an endpoint; `timedMs` for commands that need a timed invoke (locks).
+    case command(endpoint: Int, cluster: Int, name: String, payload: [String: MatterPayload], timedMs: Int?)
+    /// `write_attribute` to `endpoint/cluster/attribute`.
+    case write(endpoint: Int, cluster: Int, attribute: Int, value: MatterPayload)
+
+    var summary: String {
+        switch self {
+        case .command(let endpoint, let cluster, let name, _, _): "\(name) on \(endpoint)/\(cluster)"
+        case .write(let endpoint, let cluster, let attribute, _): "write \(endpoint)/\(cluster)/\(attribute)"
+        }
+    }
+}
+
+/// A value sent to the server (payload fields and attribute writes).
+enum MatterPayload: Sendable, Equatable {
+    case int(Int)
+    case string(String)
+
+    var json: Any {
+        switch self {
+        case .int(let value): value
+        case .string(let value): value
+        }
+    }
+}
+
+/// `/set` keys → Matter commands and attribute writes, as the Matter specification and Home Assistant's Matter
+/// integration send them. The published state changes only when the node reports the new value.
+enum MatterCommands {
+    /// Home Assistant sends lock commands as a timed invoke of 1 s; the SDK refuses them without one.
+    static let lockTimedRequestMs = 1000
+
+    static func calls(for changes: [String: StateValue], plan: MatterDevicePlan, node: MatterNode) throws(GatewayError) -> [MatterCall] {
+        var calls: [MatterCall] = []
+        // On/off first, then level and colour (MoveToLevelWithOnOff also switches on), then the rest.
+        let order = ["state", "brightness", "color_temp_kelvin"]
+        let keys = changes.keys.sorted { (order.firstIndex(of: plainKey($0, plan)) ?? 99, $0) < (order.firstIndex(of: plainKey($1, plan)) ?? 99, $1) }
+        for name in keys {
+            guard let value = changes[name], let route = plan.routes[name] else {
+                throw GatewayError(.vendorRejected, message: "\(plan.device.id) has no '\(name)' to set.")
+            }
+            calls += try self.calls(route: route, name: name, value: value, plan: plan, node: node)
+        }
+        return calls
+    }
+
+    static func plainKey(_ name: String, _ plan: MatterDevicePlan) -> String { plan.routes[name]?.key ?? name }
+
+    static func calls(route: MatterRoute, name: String, value: StateValue, plan: MatterDevicePlan, node: MatterNode) throws(GatewayError) -> [MatterCall] {
+        let endpoint = route.endpoint
+        func invalid(_ expected: String) -> GatewayError {
+            GatewayError(.invalidPayload, message: "'\(name)' takes \(expected).", suggestion: "Send e.g. {\"\(name)\": \(example(route.key))}.")
+        }
+        switch route.key {
+        case "state":
+            guard let word = value.string?.uppercased(), ["ON", "OFF", "TOGGLE"].contains(word) else { throw invalid("ON, OFF or TOGGLE") }
+            let command = ["ON": "On", "OFF": "Off", "TOGGLE": "Toggle"][word] ?? "Toggle"
+            return [.command(endpoint: endpoint, cluster: 6, name: command, payload: [:], timedMs: nil)]
+        case "brightness":
+            guard let percent = value.number, (0...100).contains(percent) else { throw invalid("a number from 0 to 100") }
+            if percent == 0 { return [.command(endpoint: endpoint, cluster: 6, name: "Off", payload: [:], timedMs: nil)] }
+            let level = Int(max(1, min(254, (percent / 100 * 254).rounded())))
+            return [.command(endpoint: endpoint, cluster: 8, name: "MoveToLevelWithOnOff",
+                             payload: ["level": .int(level), "transitionTime": .int(0), "optionsMask": .int(0), "optionsOverride": .int(0)], timedMs: nil)]
+        case "color_temp_kelvin":
+            guard let kelvin = value.number, kelvin >= 1000, kelvin <= 20000 else { throw invalid("a colour temperature in K") }
+            var mireds = Int((1_000_000 / kelvin).rounded())
+            // Keep inside the light's own range (ColorTempPhysicalMin/MaxMireds).
+            if let low = node.value(endpoint, 768, 16395)?.integer, mireds < low { mireds = Int(low) }
+            if let high = node.value(endpoint, 768, 16396)?.integer, high > 0, mireds > high { mireds = Int(high) }
+            return [.command(endpoint: endpoint, cluster: 768, name: "MoveToColorTemperature",
+                             payload: ["colorTemperatureMireds": .int(mireds), "transitionTime": .int(0), "optionsMask": .int(0), "optionsOverride": .int(0)],
+                             timedMs: nil)]
+        case "lock":
+            guard let word = value.string?.uppercased(), word == "LOCK" || word == "UNLOCK" else { throw invalid("LOCK or UNLOCK") }
+            return [.command(endpoint: endpoint, cluster: 257, name: word == "LOCK" ? "LockDoor" : "UnlockDoor", payload: [:], timedMs: lockTimedRequestMs)]
+        case "cover":
+            guard let word = value.string?.uppercased(), ["OPEN", "CLOSE", "STOP"].contains(word) else { throw invalid("OPEN, CLOSE or STOP") }
+            let command = ["OPEN": "UpOrOpen", "CLOSE": "DownOrClose", "STOP": "StopMotion"][word] ?? "StopMotion"
+            return [.command(endpoint: endpoint, cluster: 258, name: command, payload: [:], timedMs: nil)]
+        case "position":
+            guard let percent = value.number, (0...100).contains(percent) else { throw invalid("a number from 0 (closed) to 100 (open)") }
+            // Matter's lift percentage counts closed-ness: 0 is fully open.
+            return [.command(endpoint: endpoint, cluster: 258, name: "GoToLiftPercentage",
+                             payload: ["liftPercent100thsValue": .int(Int(((100 - percent) * 100).rounded()))], timedMs: nil)]
+        case "target_temperature":
+            guard let celsius = value.number, (-50...100).contains(celsius) else { throw invalid("a temperature in °C") }
+            let mode = node.value(endpoint, 513, 28)?.integer
+            // Cooling set-point while cooling (when the thermostat has one), else heating.
+            let cooling = (mode == 3 || mode == 6) && node.attributes["\(endpoint)/513/17"] != nil
+            let heats = node.attributes["\(endpoint)/513/18"] != nil
+            let attribute = cooling || !heats ? 17 : 18
+            return [.write(endpoint: endpoint, cluster: 513, attribute: attribute, value: .int(Int((celsius * 100).rounded())))]
+        case "hvac_mode":
+            guard let word = value.string?.lowercased(), let mode = MatterMapping.systemModes[word] else {
+                throw invalid("one of \(MatterMapping.systemModes.keys.sorted().joined(separator: ", "))")
+            }
+            return [.write(endpoint: endpoint, cluster: 513, attribute: 28, value: .int(Int(mode)))]
+        case "fan_mode":
+            guard let word = value.string?.lowercased(), let mode = MatterMapping.fanModes.firstIndex(of: word) else {
+                throw invalid("one of \(MatterMapping.fanModes.joined(separator: ", "))")
+            }
+            return [.write(endpoint: endpoint, cluster: 514, attribute: 0, value: .int(mode))]
+        case "fan_speed":
+            guard let percent = value.number, (0...100).contains(percent) else { throw invalid("a number from 0 to 100") }
+            return [.write(endpoint: endpoint, cluster: 514, attribute: 2, value: .int(Int(percent.rounded())))]
+        default:
+            throw GatewayError(.vendorRejected, message: "'\(name)' cannot be set on a Matter device.")
+        }
+    }
+
+    static func example(_ key: String) -> String {
+        switch key {
+        case "state": #""ON""#
+        case "lock": #""LOCK""#
+        case "cover": #""OPEN""#
+        case "hvac_mode": #""heat""#
+        case "fan_mode": #""auto""#
+        case "color_temp_kelvin": "2700"
+        case "target_temperature": "21"
+        default: "50"
+        }
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import GatewayModel
+import GatewayTesting
+import Testing
+@testable import VendorMatter
+
+/// Every recorded node dump (Home Assistant's Matter fixtures) mapped to devices and keys, with the published
+/// values checked against the attributes in the file.
+@Suite struct MatterMappingTests {
+    static func node(_ file: String) throws -> MatterNode {
+        try JSONDecoder().decode(MatterNode.self, from: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("matter", "nodes/\(file).json"))))
+    }
+
+    static func plans(_ file: String) throws -> [MatterDevicePlan] { MatterMapping.plans(for: try node(file), vendorID: "matter") }
+
+    static func only(_ file: String) throws -> MatterDevicePlan {
+        let plans = try plans(file)
+        #expect(plans.count == 1, "\(file): one device")
+        return try #require(plans.first)
+    }
+
+    @Test func everyFixtureMapsWithoutError() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: Fixtures.path("matter", "nodes")).filter { $0.hasSuffix(".json") }
+        #expect(files.count == 14)
+        for file in files {
+            let plans = try Self.plans(String(file.dropLast(5)))
+            #expect(!plans.isEmpty, "\(file)")
+            for plan in plans {
+                for key in plan.device.keys { #expect(StateKeys.spec(key) != nil, "\(file): \(key) is a registered key") }
+                for (key, value) in plan.state {
+                    #expect(plan.device.keys.contains(key), "\(file): \(key) is announced")
+                    if case .number(let number) = value { #expect(number.isFinite, "\(file): \(key)") }
+                }
+            }
+        }
+    }
+
+    @Test func lightsFromTheirLevelAndColourTemperature() throws {
+        let ct = try Self.only("color_temperature_light")
+        #expect(ct.device.id.rawValue == "matter_5" && ct.device.type == .light && ct.device.manufacturer == "Signify")
+        // 8/0 = 128 → 50 %; 768/7 = 284 mireds → 3521 K.
+        #expect(ct.state == ["state": .string("ON"), "brightness": .number(50), "color_temp_kelvin": .number(3521)])
+        #expect(ct.device.isWritable("brightness") && ct.device.isWritable("color_temp_kelvin"))
+        let dimmable = try Self.only("mock_dimmable_light")
+        #expect(dimmable.state == ["state": .string("ON"), "brightness": .number(20)])
+        // An on/off light with a LevelControl cluster is not a dimmer (Home Assistant agrees).
+        let onOff = try Self.only("onoff_light_with_levelcontrol_present")
+        #expect(onOff.state == ["state": .string("OFF")] && !onOff.device.keys.contains("brightness"))
+        #expect(onOff.device.name == "D215S" || onOff.device.model == "D215S")
+        let extended = try Self.only("extended_color_light")
+        #expect(extended.state["color_temp_kelvin"] == .number(3521) && extended.state["brightness"] == .number(50))
+    }
+
+    @Test func aLockAShutterAThermostatAndAFan() throws {
+        let lock = try Self.only("aqara_u200")
+        #expect(lock.device.type == .lock && lock.state == ["lock": .string("LOCKED"), "battery": .number(40)])
+        #expect(lock.device.name == "Aqara Smart Lock U200" && lock.device.serialNumber == "54EF441000D94666" && lock.device.swVersion == "077")
+        #expect(lock.routes["lock"] == MatterRoute(endpoint: 1, key: "lock") && lock.routes["battery"]?.endpoint == 2)
+        let shutter = try Self.only("eve_shutter")
+        // 258/14 = 0: Matter's fully open is our 100.
+        #expect(shutter.device.type == .cover && shutter.state == ["cover": .string("OPEN"), "position": .number(100)])
+        let thermostat = try Self.only("eve_thermo_v5")
+        #expect(thermostat.device.type == .thermostat)
+        #expect(thermostat.state == ["temperature": .number(16.2), "target_temperature": .number(17.5), "hvac_mode": .string("heat"), "battery": .number(100)])
+        let fan = try Self.only("silabs_fan")
+        #expect(fan.device.type == .fan && fan.state == ["fan_mode": .string("low"), "fan_speed": .number(30)])
+    }
+
+    @Test func sensorsInTheirUnits() throws {
+        let motion = try Self.only("aqara_motion_p2")
+        // 2/1024/0 = 15683 → 10^((15683 − 1) / 10000) = 37 lx; 3/47/12 = 100 → 50 %.
+        #expect(motion.device.type == .motionSensor && motion.state == ["motion": .bool(false), "illuminance": .number(37), "battery": .number(50)])
+        let weather = try Self.only("eve_weather_sensor")
+        #expect(weather.state == ["temperature": .number(16.03), "humidity": .number(80.66), "battery": .number(100)])
+        let contact = try Self.only("eve_contact_sensor")
+        #expect(contact.state == ["contact": .bool(false), "battery": .number(100)])
+        let air = try Self.only("ikea_air_quality_monitor")
+        #expect(air.device.type == .airQuality)
+        #expect(air.state == ["state": .string("ON"), "temperature": .number(19.71), "humidity": .number(46.21), "co2": .number(394),
+                              "pm25": .number(0), "air_quality": .string("good")])
+        let plug = try Self.only("eve_energy_plug")
+        #expect(plug.device.type == .plug)
+        #expect(plug.state == ["state": .string("OFF"), "power": .number(0), "voltage": .number(238.8), "current": .number(0), "energy": .number(0.22)])
+    }
+
+    @Test func aBridgesBridgedEndpointIsADeviceOfItsOwn() throws {
+        let plans = try Self.plans("fritz_bridge")
+        #expect(plans.map(\.device.id.rawValue) == ["matter_1", "matter_1_42"])
+        let bridged = plans[1]
+        #expect(bridged.device.name == "my_device" && bridged.device.viaDevice?.rawValue == "matter_1")
+        // Endpoints 40 (on/off plug) and 41 (temperature) are in 42's PartsList.
+        #expect(bridged.state == ["state": .string("OFF"), "temperature": .number(0)])
+        #expect(bridged.routes["state"]?.endpoint == 40 && bridged.routes["temperature"]?.endpoint == 41)
+        #expect(!bridged.online, "Reachable (57/17) is false")
+        #expect(plans[0].online && plans[0].device.manufacturer == "AVM")
+    }
+
+    @Test func aSecondEndpointWithTheSameClusterGetsItsNumber() throws {
+        var node = MatterNode(node_id: 7, available: true, attributes: [
+            "0/40/3": .string("Double plug"),
+            "1/29/0": .array([.object(["0": .int(0x010A), "1": .int(1)])]), "1/6/0": .bool(true),
+            "2/29/0": .array([.object(["0": .int(0x010A), "1": .int(1)])]), "2/6/0": .bool(false),
+            "3/29/0": .array([.object(["0": .int(0x0043), "1": .int(1)])]), "3/69/0": .bool(true),
+            "4/29/0": .array([.object(["0": .int(0x0510), "1": .int(1)])]), "4/144/8": .int(12_345), "4/144/4": .int(230_100),
+            "4/145/1": .object(["0": .int(1_500_000)]), "5/92/1": .int(0), "5/92/2": .int(2), "5/1036/0": .double(12.5),
+            "6/2820/1291": .int(455), "6/2820/1540": .int(1), "6/2820/1541": .int(10),
+        ])
+        var plan = MatterMapping.plans(for: node, vendorID: "matter")[0]
+        #expect(plan.device.keys.prefix(2) == ["state", "state_2"] && plan.routes["state_2"] == MatterRoute(endpoint: 2, key: "state"))
+        #expect(plan.state["state"] == .string("ON") && plan.state["state_2"] == .string("OFF"))
+        #expect(plan.state["water_leak"] == .bool(true) && plan.state["power"] == .number(12.345) && plan.state["voltage"] == .number(230.1))
+        #expect(plan.state["energy"] == .number(1.5) && plan.state["smoke"] == .bool(false) && plan.state["carbon_monoxide"] == .bool(true))
+        #expect(plan.state["co"] == .number(12.5) && plan.state["power_6"] == .number(45.5))
+        #expect(StateKeys.spec("state_2")?.label == "State 2" && StateKeys.spec("state_2")?.writable == true)
+        // A null value leaves the key out; the device keeps announcing it.
+        node.attributes["1/6/0"] = .null
+        plan = MatterMapping.plans(for: node, vendorID: "matter")[0]
+        #expect(plan.state["state"] == nil && plan.device.keys.contains("state"))
+    }
+
+    @Test func commandsAreTheSpecificationsCommandsAndWrites() throws {
+        let lock = try Self.only("aqara_u200")
+        let lockNode = try Self.node("aqara_u200")
+        #expect(try MatterCommands.calls(for: ["lock": .string("UNLOCK")], plan: lock, node: lockNode)
+            == [.command(endpoint: 1, cluster: 257, name: "UnlockDoor", payload: [:], timedMs: 1000)])
+        let light = try Self.only("color_temperature_light")
+        let lightNode = try Self.node("color_temperature_light")
+        #expect(try MatterCommands.calls(for: ["brightness": .number(100), "state": .string("ON"), "color_temp_kelvin": .number(2700)], plan: light, node: lightNode) == [
+            .command(endpoint: 1, cluster: 6, name: "On", payload: [:], timedMs: nil),
+            .command(endpoint: 1, cluster: 8, name: "MoveToLevelWithOnOff",
+                     payload: ["level": .int(254), "transitionTime": .int(0), "optionsMask": .int(0), "optionsOverride": .int(0)], timedMs: nil),
+            .command(endpoint: 1, cluster: 768, name: "MoveToColorTemperature",
+                     payload: ["colorTemperatureMireds": .int(370), "transitionTime": .int(0), "optionsMask": .int(0), "optionsOverride": .int(0)], timedMs: nil),
+        ])
+        let shutter = try Self.only("eve_shutter")
+        #expect(try MatterCommands.calls(for: ["position": .number(30)], plan: shutter, node: try Self.node("eve_shutter"))
+            == [.command(endpoint: 1, cluster: 258, name: "GoToLiftPercentage", payload: ["liftPercent100thsValue": .int(7000)], timedMs: nil)])
+        let thermostat = try Self.only("eve_thermo_v5")
+        let thermoNode = try Self.node("eve_thermo_v5")
+        #expect(try MatterCommands.calls(for: ["target_temperature": .number(21.5), "hvac_mode": .string("off")], plan: thermostat, node: thermoNode)
+            == [.write(endpoint: 1, cluster: 513, attribute: 28, value: .int(0)), .write(endpoint: 1, cluster: 513, attribute: 18, value: .int(2150))])
+        #expect(throws: GatewayError.self) { try MatterCommands.calls(for: ["lock": .string("OPEN")], plan: lock, node: lockNode) }
+        #expect(throws: GatewayError.self) { try MatterCommands.calls(for: ["temperature": .number(3)], plan: thermostat, node: thermoNode) }
+    }
+}
