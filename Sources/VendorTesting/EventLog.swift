@@ -40,6 +40,13 @@ public final class EventLog: Sendable {
     public var added: [Device] { all.compactMap { if case .deviceAdded(let device) = $0 { device } else { nil } } }
     public var removed: [DeviceID] { all.compactMap { if case .deviceRemoved(let id) = $0 { id } else { nil } } }
 
+    /// Each device's last reported availability.
+    public var availability: [DeviceID: Bool] {
+        var latest: [DeviceID: Bool] = [:]
+        for case .availability(let id, let online) in all { latest[id] = online }
+        return latest
+    }
+
     /// One-off device events (button presses, leaks), in order.
     public var deviceEvents: [(id: DeviceID, type: String, data: [String: StateValue])] {
         all.compactMap { if case .deviceEvent(let id, let type, let data, _) = $0 { (id, type, data) } else { nil } }

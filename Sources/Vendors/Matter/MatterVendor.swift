@@ -185,9 +185,11 @@ public final class MatterVendor: Vendor {
         }
         sink.send(.inventory(vendorID: instanceID, devices: plans.map(\.device)))
         let now = context.now()
+        // An offline node's values are not news (the gateway takes a state as a sign of life): they go out when
+        // it comes back.
         for plan in plans {
+            if plan.online, !plan.state.isEmpty { sink.send(.state(plan.device.id, plan.state, observedAt: now)) }
             sink.send(.availability(plan.device.id, online: plan.online))
-            if !plan.state.isEmpty { sink.send(.state(plan.device.id, plan.state, observedAt: now)) }
         }
     }
 
@@ -231,9 +233,12 @@ public final class MatterVendor: Vendor {
         for plan in after {
             let previous = old[plan.device.id]
             if previous?.device != plan.device { sink.send(.deviceAdded(plan.device)) }
+            let cameBack = plan.online && previous?.online != true
+            if plan.online {
+                let changed = full || cameBack ? plan.state : plan.state.filter { previous?.state[$0.key] != $0.value }
+                if !changed.isEmpty { sink.send(.state(plan.device.id, changed, observedAt: now)) }
+            }
             if previous?.online != plan.online || full { sink.send(.availability(plan.device.id, online: plan.online)) }
-            let changed = full ? plan.state : plan.state.filter { previous?.state[$0.key] != $0.value }
-            if !changed.isEmpty { sink.send(.state(plan.device.id, changed, observedAt: now)) }
         }
         let current = Set(after.map(\.device.id))
         for plan in before where !current.contains(plan.device.id) { sink.send(.deviceRemoved(plan.device.id)) }

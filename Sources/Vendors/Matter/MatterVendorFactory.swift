@@ -29,7 +29,7 @@ public enum MatterVendorFactory: VendorFactory {
     public static func parse(_ settings: VendorSettings, reader: inout ConfigReader, environment: [String: String]) -> MatterOptions? {
         let path = settings.path
         let node = settings.options
-        reader.rejectUnknownKeys(in: node, at: path, allowed: ["url", "timeout", "max_message_size_mb"])
+        reader.rejectUnknownKeys(in: node, at: path, allowed: VendorSettings.commonKeys + ["url", "timeout", "max_message_size_mb"])
         var options = MatterOptions()
         if let url = reader.string(node["url"], at: "\(path).url") {
             let lower = url.lowercased()

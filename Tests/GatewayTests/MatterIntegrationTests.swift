@@ -1,0 +1,51 @@
+import Foundation
+@testable import Gateway
+import GatewayTesting
+import MQTT
+import Testing
+import VendorSimulators
+
+/// `type: matter` end to end: a real broker, the gateway's services and the Matter server simulator serving the
+/// recorded node dumps. `mosquitto_pub` → Matter command → the node's attribute report → MQTT state.
+@Suite(.timeLimit(.minutes(2))) struct MatterIntegrationTests {
+    func start() async throws -> (MatterSimulator, GatewayHarness) {
+        let folder = Fixtures.path("matter", "nodes")
+        let dumps = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }.sorted()
+            .map { try Data(contentsOf: URL(fileURLWithPath: folder + "/" + $0)) }
+        let simulator = try MatterSimulator(nodes: dumps)
+        try await simulator.start()
+        let directory = try TemporaryDirectory()
+        let vendors = """
+              - {type: matter, id: matter, url: "\(await simulator.url)"}
+            """
+        let gateway = try await GatewayHarness.start(directory: directory, vendors: vendors, storage: true)
+        return (simulator, gateway)
+    }
+
+    @Test func aLockIsUnlockedFromMQTTAndItsStateComesFromTheNode() async throws {
+        let (simulator, gateway) = try await start()
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/device/#", "lbs/bridge/vendors/matter", "homeassistant/device/#", "replies/#")
+        let lock = try await client.waitForMessage(topic: "lbs/device/matter_20", timeout: .seconds(15))
+        #expect(lock.json?["lock"] as? String == "LOCKED" && lock.json?["battery"] as? Double == 40)
+        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_20/config", timeout: .seconds(10))
+        let components = try #require(discovery.json?["components"] as? [String: [String: Any]])
+        #expect(components["lock"]?["platform"] as? String == "lock")
+        let bridged = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_1_42/config", timeout: .seconds(10))
+        #expect((bridged.json?["device"] as? [String: Any])?["via_device"] as? String == "lbs_matter_1")
+        let contact = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_9/config", timeout: .seconds(10))
+        let contactComponents = try #require(contact.json?["components"] as? [String: [String: Any]])
+        #expect(contactComponents["contact"]?["device_class"] as? String == "door")
+
+        try await client.publish("lbs/device/matter_20/set/lock", "UNLOCK", qos: .atLeastOnce, responseTopic: "replies/unlock")
+        let reply = try await client.waitForMessage(topic: "replies/unlock", timeout: .seconds(10))
+        #expect(reply.json?["status"] as? String == "ok", "\(reply.text)")
+        let unlocked = try await client.waitForMessage(topic: "lbs/device/matter_20", timeout: .seconds(10)) { $0.json?["lock"] as? String == "UNLOCKED" }
+        #expect(unlocked.json?["battery"] as? Double == 40)
+        #expect(simulator.commands.contains("device_command 20/1/257 UnlockDoor"))
+        // The bridged plug behind the FRITZ!Box is unreachable: its availability says so.
+        _ = try await client.waitForMessage(topic: "lbs/device/matter_1_42/availability", timeout: .seconds(10)) { $0.json?["state"] as? String == "offline" }
+        #expect(client.messages(on: "lbs/device/matter_1_42/availability").last?.json?["state"] as? String == "offline")
+        #expect(client.messages(on: "lbs/device/matter_20/availability").last?.json?["state"] as? String == "online")
+    }
+}
