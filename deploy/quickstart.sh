@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 → a running gateway with the demo vendor against a local mosquitto.
-# --with-simulators: also every vendor that has a simulator (lbs-sim: Powerwall, SolarEdge, Enphase, Awair, Flume, Neurio, Emporia, Sense) and the Green
+# --with-simulators: also every vendor that has a simulator (lbs-sim: Powerwall, SolarEdge, Enphase, Awair, Flume, Neurio, Emporia, Sense, Matter) and the Green
 # Button sample files, each against its simulator, so all of them can be seen without hardware.
 # Then, in another terminal:  mosquitto_sub -t 'lbs/#' -v
 set -euo pipefail
@@ -42,9 +42,10 @@ if $with_simulators; then
   .build/release/lbs-sim neurio --port 18447 > .quickstart/neurio-sim.log 2>&1 &
   .build/release/lbs-sim sense --port 18449 --password-file .quickstart/sense-password > .quickstart/sense-sim.log 2>&1 &
   .build/release/lbs-sim emporia --port 18448 --username home@example.com --password-file .quickstart/emporia-password > .quickstart/emporia-sim.log 2>&1 &
+  .build/release/lbs-sim matter --port 18450 --nodes Tests/Fixtures/matter/nodes > .quickstart/matter-sim.log 2>&1 &
   .build/release/lbs-sim flume --port 18446 --client-secret-file .quickstart/flume-secret --password-file .quickstart/flume-password > .quickstart/flume-sim.log 2>&1 &
   trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
-  for p in 18441 18442 18443 18444 18445 18446 18447 18448 18449; do for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.1; done; done
+  for p in 18441 18442 18443 18444 18445 18446 18447 18448 18449 18450; do for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.1; done; done
   mkdir -p .quickstart/green-button
   cp Tests/Fixtures/green_button/*.xml .quickstart/green-button/
   extra="
@@ -57,7 +58,8 @@ if $with_simulators; then
   - {type: flume, id: flume, url: \"http://127.0.0.1:18446\", client_id: flume, client_secret_file: flume-secret, username: flume@example.com, password_file: flume-password}
   - {type: neurio, id: neurio, url: \"http://127.0.0.1:18447\", energy_home: []}
   - {type: emporia, id: vue, url: \"http://127.0.0.1:18448\", auth_url: \"http://127.0.0.1:18448/\", username: home@example.com, password_file: emporia-password, energy_home: []}
-  - {type: sense, id: sense, url: \"http://127.0.0.1:18449/apiservice/api/v1\", realtime_url: \"ws://127.0.0.1:18449\", email: sense@example.com, password_file: sense-password, energy_home: []}"
+  - {type: sense, id: sense, url: \"http://127.0.0.1:18449/apiservice/api/v1\", realtime_url: \"ws://127.0.0.1:18449\", email: sense@example.com, password_file: sense-password, energy_home: []}
+  - {type: matter, id: matter, url: \"ws://127.0.0.1:18450/ws\"}"
 fi
 cat > .quickstart/config.yaml <<YAML
 mqtt:
@@ -68,7 +70,7 @@ vendors:
 storage:
   path: gateway.sqlite
 YAML
-echo "lbs-gateway running with the demo vendor$($with_simulators && echo ', the Powerwall, SolarEdge, Enphase, Awair, Flume, Neurio, Emporia and Sense simulators and the Green Button samples'); try: mosquitto_sub -t 'lbs/#' -v"
+echo "lbs-gateway running with the demo vendor$($with_simulators && echo ', the Powerwall, SolarEdge, Enphase, Awair, Flume, Neurio, Emporia, Sense and Matter simulators and the Green Button samples'); try: mosquitto_sub -t 'lbs/#' -v"
 if $with_simulators; then
   .build/release/lbs-gateway run --config .quickstart/config.yaml
 else

@@ -10,7 +10,7 @@ struct LBSSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-sim",
         abstract: "Vendor simulators for lbs-gateway (recorded responses, real wire formats, injectable faults).",
-        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self, Neurio.self, Emporia.self, Sense.self]
+        subcommands: [Powerwall.self, SolarEdge.self, Enphase.self, Awair.self, Flume.self, Neurio.self, Emporia.self, Sense.self, Matter.self]
     )
 
     struct Powerwall: AsyncParsableCommand {
@@ -169,6 +169,25 @@ struct LBSSim: AsyncParsableCommand {
             let simulator = EmporiaSimulator(refreshToken: token, username: username, password: password, port: port)
             try await simulator.start()
             print("emporia simulator on \(await simulator.baseURL) (auth_url: \(await simulator.baseURL)/)")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        }
+    }
+
+    struct Matter: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "A Matter server's WebSocket API (python-matter-server, schema 11) with node dumps; commands come back as attribute reports."
+        )
+
+        @Option(help: "Port on 127.0.0.1 (0: a free one, printed).") var port: UInt16 = 0
+        @Option(help: "Folder of node dumps (*.json, python-matter-server's node format); default: the test fixtures.")
+        var nodes = "Tests/Fixtures/matter/nodes"
+
+        func run() async throws {
+            let files = try FileManager.default.contentsOfDirectory(atPath: nodes).filter { $0.hasSuffix(".json") }.sorted()
+            let dumps = try files.map { try Data(contentsOf: URL(fileURLWithPath: nodes + "/" + $0)) }
+            let simulator = try MatterSimulator(nodes: dumps, port: port)
+            try await simulator.start()
+            print("matter server simulator on \(await simulator.url) (\(dumps.count) nodes)")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
         }
     }

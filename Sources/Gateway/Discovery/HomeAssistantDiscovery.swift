@@ -226,7 +226,9 @@ public struct HomeAssistantDiscovery: Sendable {
                 config["mode_command_topic"] = .string(topics.set(id, key: "hvac_mode"))
                 config["mode_state_topic"] = state
                 config["mode_state_template"] = "{{ value_json.hvac_mode }}"
-                config["modes"] = .array(modes.map(JSON.string))
+                // Home Assistant offers every listed mode; fan_only and dry are only reported, not offered, since
+                // few thermostats have them.
+                config["modes"] = .array(modes.filter { ["off", "heat", "cool", "auto"].contains($0) }.map(JSON.string))
             }
             if keys.contains("hvac_action") {
                 config["action_topic"] = state
