@@ -148,7 +148,8 @@ let package = Package(
         .testTarget(
             name: "VendorTests",
             dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
-                           .product(name: "Logging", package: "swift-log"), .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "BigInt", package: "BigInt"), "ModularPower"] + vendorTargets,
+                           .product(name: "Logging", package: "swift-log"), .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "BigInt", package: "BigInt"), "ModularPower",
+                           .product(name: "WSClient", package: "swift-websocket")] + vendorTargets,
             swiftSettings: strict
         ),
         .testTarget(

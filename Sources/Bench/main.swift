@@ -3,7 +3,7 @@ import GatewayTesting
 import MQTT
 
 // lbs-bench: benchmark programs whose numbers go into the README.
-//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|sense|all]
+//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|sense|matter|all]
 // Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
 
 let mode = CommandLine.arguments.dropFirst().first ?? "all"
@@ -128,6 +128,17 @@ if mode == "coldstart" || mode == "all" {
 
 if mode == "cache" || mode == "all" {
     try runCacheBenchmarks(arguments: Array(CommandLine.arguments.dropFirst(2)))
+}
+
+// A Matter server with 500 nodes reporting 200 attribute changes a second: publish latency and CPU.
+if mode == "matter" {
+    let broker = try await MosquittoBroker.started()
+    let result = try await MatterBench.run(broker: broker, nodes: 500, rate: 200, duration: .seconds(30))
+    line("matter_updates", String(format: "%d sent in %.0f s (%.0f/s), %d published", result.sent, result.seconds, Double(result.sent) / result.seconds, result.received))
+    line("matter_publish_latency", String(format: "p50 %.2f ms, p99 %.2f ms, max %.2f ms (simulator report → MQTT state)", result.p50, result.p99, result.max))
+    line("matter_gateway_cpu", String(format: "%.1f %% of one core", result.cpuPercent))
+    line("matter_gateway_rss", String(format: "%.1f MB", Double(result.rssKB) / 1024))
+    await broker.stop()
 }
 
 // A Sense realtime feed: 2 frames a second, 40 detected devices changing every frame.
