@@ -338,6 +338,31 @@ public final class GatewayStore: Sendable {
         }
     }
 
+    // MARK: - Scenes
+
+    /// Stored scenes: id → JSON.
+    public func scenes() throws(CacheError) -> [String: String] {
+        try read("read scenes") { db in
+            var scenes: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, json FROM scene") { scenes[row["id"]] = row["json"] }
+            return scenes
+        }
+    }
+
+    public func saveScene(id: String, json: String) throws(CacheError) {
+        let now = options.clock()
+        try write("save scene") { db in
+            try db.execute(sql: """
+                INSERT INTO scene (id, json, updated_at) VALUES (?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET json = excluded.json, updated_at = excluded.updated_at
+                """, arguments: [id, json, now])
+        }
+    }
+
+    public func deleteScene(id: String) throws(CacheError) {
+        try write("delete scene") { db in try db.execute(sql: "DELETE FROM scene WHERE id = ?", arguments: [id]) }
+    }
+
     // MARK: - Vendor values
 
     /// The value a vendor instance stored under `key`; when there is none, `value` is stored and returned (in

@@ -7,6 +7,7 @@ enum Schema {
         migrator.registerMigration("v1", migrate: createVersion1)
         migrator.registerMigration("v2", migrate: createVersion2)
         migrator.registerMigration("v3", migrate: createVersion3)
+        migrator.registerMigration("v4", migrate: createVersion4)
         return migrator
     }
 
@@ -113,6 +114,17 @@ enum Schema {
                 updated_at REAL NOT NULL,
                 PRIMARY KEY (vendor_id, key)
             ) WITHOUT ROWID;
+            """)
+    }
+
+    /// Scenes added by `scene/add` (the config file's scenes are not stored).
+    private static func createVersion4(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE scene (
+                id TEXT PRIMARY KEY NOT NULL,
+                json TEXT NOT NULL,
+                updated_at REAL NOT NULL
+            );
             """)
     }
 }

@@ -52,7 +52,7 @@ public enum ConfigLoader {
             reader.problem("(file)", "expected a mapping at the top level", fix: "start with 'mqtt:' and 'vendors:' sections")
             return nil
         }
-        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts"])
+        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts", "scenes"])
 
         // mqtt
         let mqttNode = reader.mapping(root["mqtt"], at: "mqtt", required: environment[Environment.url] == nil)
@@ -170,6 +170,7 @@ public enum ConfigLoader {
         }
 
         let alerts = readAlerts(root["alerts"], reader: &reader)
+        let scenes = reader.scenes(root["scenes"])
 
         let logLevel = reader.oneOf(root["log_level"], at: "log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"]) ?? "info"
 
@@ -209,6 +210,7 @@ public enum ConfigLoader {
         }
         var config = GatewayConfig(mqtt: mqtt, homeAssistant: ha, storage: storage, commands: commands, logLevel: logLevel, vendors: vendors)
         config.alerts = alerts
+        config.scenes = scenes
         // `unusual_consumption` compares with the cache's hourly history: without `storage:` there is none.
         if storage == nil { config.alerts.consumptionFactor = 0 }
         return config

@@ -13,6 +13,8 @@ public struct GatewayConfig: Sendable {
     public var vendors: [VendorSettings]
     /// `alerts:` (on by default).
     public var alerts = AlertSettings()
+    /// Scenes from the config file (`scenes:`); more come from `scene/add` and live in the cache.
+    public var scenes: [Scene] = []
 
     public init(
         mqtt: MQTTSettings, homeAssistant: HomeAssistantSettings = .init(), storage: StorageSettings? = nil,

@@ -11,12 +11,14 @@ public final class GatewayController {
     public nonisolated static let version = "0.2.0"
 
     /// The request names served on `<base>/bridge/request/<name>`.
-    public nonisolated static let requestNames = ["info", "devices", "device/refresh", "health", "history", "batch", "restart", "options"]
+    public nonisolated static let requestNames = [
+        "info", "devices", "device/refresh", "health", "history", "batch", "restart", "options", "scenes", "scene/add", "scene/remove", "scene/run",
+    ]
 
     /// Every `type` published on `<base>/bridge/event` (documented in `mqtt-topics.md`; a test keeps them in step).
     public nonisolated static let eventTypes = [
         "device_added", "device_removed", "command_failed", "vendor_state_changed", "response_refused",
-        "storage_state_changed", "inventory_truncated", "device_event", "alert_raised", "alert_cleared",
+        "storage_state_changed", "inventory_truncated", "device_event", "alert_raised", "alert_cleared", "scene_run",
     ]
 
     let hub: GatewayHub
@@ -48,6 +50,7 @@ public final class GatewayController {
         if context.config.alerts.enabled { list.append(AlertsExtension(hub: hub, store: persistence?.store)) }
         if let cache { list.append(cache) }
         list.append(commands)
+        list.append(ScenesExtension(hub: hub, commands: commands, store: persistence?.store))
         list.append(RetainedSweep(hub: hub))
         hub.install(list)
         return (hub, bridge, commands, cache)

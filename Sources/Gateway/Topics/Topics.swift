@@ -34,12 +34,15 @@ public struct Topics: Sendable {
     public func environment(room: String) -> String { "\(base)/environment/\(room)" }
     /// One alert's retained state (`<base>/alert/<alert id>`).
     public func alert(_ id: String) -> String { "\(base)/alert/\(id)" }
+    public func sceneSet(_ id: String) -> String { "\(base)/scene/\(id)/set" }
 
     /// An inbound topic, parsed.
     public enum Inbound: Sendable, Equatable {
         /// `<base>/device/<id>/set` or `/set/<key>`; the id is the raw segment (may be unknown or invalid).
         case set(device: String, key: String?)
         case get(device: String)
+        /// `<base>/scene/<id>/set`.
+        case scene(String)
         case request(String)
         case homeAssistantStatus
         case other
@@ -54,6 +57,7 @@ public struct Topics: Sendable {
         if parts.count >= 3, parts[0] == "bridge", parts[1] == "request" {
             return .request(parts[2...].joined(separator: "/"))
         }
+        if parts.count == 3, parts[0] == "scene", parts[2] == "set" { return .scene(parts[1]) }
         guard parts.count >= 3, parts[0] == "device" else { return .other }
         switch (parts.count, parts[2]) {
         case (3, "set"): return .set(device: parts[1], key: nil)

@@ -4,7 +4,8 @@ import GatewayModel
 extension Commands {
     /// `batch`: `{"commands":[{"device":"demo_light","set":{"state":"ON"}}, …]}`. Every item is
     /// validated on its own and runs through the outbox like a `/set`; the response lists each result.
-    func batch(_ body: [String: JSONValue], reply: Reply, context: JSON) {
+    /// `finished` hears the response's data too (a scene publishes it as an event).
+    func batch(_ body: [String: JSONValue], reply: Reply, context: JSON, finished: (@GatewayActor (JSON) -> Void)? = nil) {
         guard case .array(let items)? = body["commands"], !items.isEmpty, items.count <= 500 else {
             return fail(.invalidPayload("batch needs {\"commands\":[{\"device\":\"<id>\",\"set\":{…}}, …]} with 1 to 500 items"),
                         device: nil, context: context, reply: reply)
@@ -54,7 +55,9 @@ extension Commands {
             let ordered = (0..<items.count).map { results[$0] ?? .null }
             let failed = ordered.filter { $0 != .null && $0.isError }.count
             // The batch itself was carried out: `status` is ok and each item says how it went.
-            respond(reply, status: "ok", data: ["results": .array(ordered), "failed": .number(Double(failed))], error: nil)
+            let data: JSON = ["results": .array(ordered), "failed": .number(Double(failed))]
+            respond(reply, status: "ok", data: data, error: nil)
+            finished?(data)
         }
     }
 
