@@ -140,6 +140,12 @@ import Testing
         #expect(try MatterCommands.calls(for: ["target_temperature": .number(21.5), "hvac_mode": .string("off")], plan: thermostat, node: thermoNode)
             == [.write(endpoint: 1, cluster: 513, attribute: 28, value: .int(0)), .write(endpoint: 1, cluster: 513, attribute: 18, value: .int(2150))])
         #expect(throws: GatewayError.self) { try MatterCommands.calls(for: ["lock": .string("OPEN")], plan: lock, node: lockNode) }
+        // A PIN goes as the PINCode octets (base64); a lock that requires one is refused without it.
+        #expect(try MatterCommands.calls(for: ["lock": .string("LOCK")], plan: lock, node: lockNode, pinCode: "1234")
+            == [.command(endpoint: 1, cluster: 257, name: "LockDoor", payload: ["PINCode": .string("MTIzNA==")], timedMs: 1000)])
+        var strict = lockNode
+        strict.attributes["1/257/51"] = .bool(true)
+        #expect(throws: GatewayError.self) { try MatterCommands.calls(for: ["lock": .string("LOCK")], plan: lock, node: strict) }
         #expect(throws: GatewayError.self) { try MatterCommands.calls(for: ["temperature": .number(3)], plan: thermostat, node: thermoNode) }
     }
 }

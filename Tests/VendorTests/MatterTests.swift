@@ -134,4 +134,19 @@ import VendorTesting
         #expect(message.contains("schema 8") && message.contains("schema 11"), "\(message)")
         #expect(log.inventories.isEmpty)
     }
+
+    @Test func theEntryIsCheckedWithKeyPaths() {
+        func parse(_ pairs: [(String, String)], environment: [String: String] = [:]) -> (MatterOptions?, [String]) {
+            var reader = ConfigReader()
+            let settings = VendorSettings(type: "matter", id: "matter", options: .mapping(pairs.map { (key: $0.0, value: ConfigNode.scalar($0.1, line: 1)) }))
+            let options = MatterVendorFactory.parse(settings, reader: &reader, environment: environment)
+            return (options, reader.problems.map(\.path))
+        }
+        let plain = parse([])
+        #expect(plain.1.isEmpty && plain.0?.url == "ws://localhost:5580/ws" && plain.0?.pinCode == nil)
+        #expect(parse([("url", "http://127.0.0.1:5580/ws")]).1 == ["vendors[0].url"])
+        #expect(parse([("urll", "ws://x")]).1 == ["vendors[0].urll"])
+        #expect(parse([], environment: ["LBS_MATTER_PIN_CODE": "12ab"]).1 == ["vendors[0].pin_code_file"])
+        #expect(parse([("timeout", "5")], environment: ["LBS_MATTER_PIN_CODE": "123456"]).0?.pinCode?.reveal() == "123456")
+    }
 }

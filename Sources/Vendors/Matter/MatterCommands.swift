@@ -35,7 +35,7 @@ enum MatterCommands {
     /// Home Assistant sends lock commands as a timed invoke of 1 s; the SDK refuses them without one.
     static let lockTimedRequestMs = 1000
 
-    static func calls(for changes: [String: StateValue], plan: MatterDevicePlan, node: MatterNode) throws(GatewayError) -> [MatterCall] {
+    static func calls(for changes: [String: StateValue], plan: MatterDevicePlan, node: MatterNode, pinCode: String? = nil) throws(GatewayError) -> [MatterCall] {
         var calls: [MatterCall] = []
         // On/off first, then level and colour (MoveToLevelWithOnOff also switches on), then the rest.
         let order = ["state", "brightness", "color_temp_kelvin"]
@@ -44,14 +44,15 @@ enum MatterCommands {
             guard let value = changes[name], let route = plan.routes[name] else {
                 throw GatewayError(.vendorRejected, message: "\(plan.device.id) has no '\(name)' to set.")
             }
-            calls += try self.calls(route: route, name: name, value: value, plan: plan, node: node)
+            calls += try self.calls(route: route, name: name, value: value, plan: plan, node: node, pinCode: pinCode)
         }
         return calls
     }
 
     static func plainKey(_ name: String, _ plan: MatterDevicePlan) -> String { plan.routes[name]?.key ?? name }
 
-    static func calls(route: MatterRoute, name: String, value: StateValue, plan: MatterDevicePlan, node: MatterNode) throws(GatewayError) -> [MatterCall] {
+    static func calls(route: MatterRoute, name: String, value: StateValue, plan: MatterDevicePlan, node: MatterNode,
+                      pinCode: String? = nil) throws(GatewayError) -> [MatterCall] {
         let endpoint = route.endpoint
         func invalid(_ expected: String) -> GatewayError {
             GatewayError(.invalidPayload, message: "'\(name)' takes \(expected).", suggestion: "Send e.g. {\"\(name)\": \(example(route.key))}.")
@@ -78,7 +79,15 @@ enum MatterCommands {
                              timedMs: nil)]
         case "lock":
             guard let word = value.string?.uppercased(), word == "LOCK" || word == "UNLOCK" else { throw invalid("LOCK or UNLOCK") }
-            return [.command(endpoint: endpoint, cluster: 257, name: word == "LOCK" ? "LockDoor" : "UnlockDoor", payload: [:], timedMs: lockTimedRequestMs)]
+            // A lock that requires a PIN for remote operation (257/51) gets the configured one (octets: base64 on
+            // the wire, field `PINCode`); without one the command is refused here rather than by the lock.
+            var payload: [String: MatterPayload] = [:]
+            if let pinCode { payload["PINCode"] = .string(Data(pinCode.utf8).base64EncodedString()) }
+            if node.value(endpoint, 257, 51)?.bool == true, pinCode == nil {
+                throw GatewayError(.vendorRejected, message: "This lock requires a PIN code for remote operation.",
+                                   suggestion: "Put the lock's PIN code in the Matter entry's pin_code_file.")
+            }
+            return [.command(endpoint: endpoint, cluster: 257, name: word == "LOCK" ? "LockDoor" : "UnlockDoor", payload: payload, timedMs: lockTimedRequestMs)]
         case "cover":
             guard let word = value.string?.uppercased(), ["OPEN", "CLOSE", "STOP"].contains(word) else { throw invalid("OPEN, CLOSE or STOP") }
             let command = ["OPEN": "UpOrOpen", "CLOSE": "DownOrClose", "STOP": "StopMotion"][word] ?? "StopMotion"

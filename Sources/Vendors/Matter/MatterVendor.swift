@@ -286,7 +286,7 @@ public final class MatterVendor: Vendor {
 
     public func execute(_ command: DeviceCommand) async throws -> CommandOutcome {
         let (node, plan, connection) = try target(command.device)
-        let calls = try MatterCommands.calls(for: command.changes, plan: plan, node: node)
+        let calls = try MatterCommands.calls(for: command.changes, plan: plan, node: node, pinCode: options.pinCode?.reveal())
         for call in calls {
             let remaining = command.expiresAt.timeIntervalSince(context.now())
             let timeout = Duration.clampedSeconds(max(1, min(options.requestTimeout.inSeconds, remaining)))
