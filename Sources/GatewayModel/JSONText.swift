@@ -68,6 +68,7 @@ public enum JSONText {
         case .number(let number): out += JSONText.number(number)
         case .string(let text): appendQuoted(text, to: &out)
         case .bool(let flag): out += flag ? "true" : "false"
+        case .object(let members): out += object(members)
         }
     }
 
@@ -76,6 +77,7 @@ public enum JSONText {
         case .number(let number): JSONText.number(number)
         case .string(let text): quoted(text)
         case .bool(let flag): flag ? "true" : "false"
+        case .object(let members): object(members)
         }
     }
 

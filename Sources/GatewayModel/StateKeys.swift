@@ -10,6 +10,8 @@ public struct KeySpec: Sendable, Hashable {
         case text
         /// ISO 8601 UTC text.
         case timestamp
+        /// A colour: `{"hue": 0…360, "saturation": 0…100}` and/or `{"x": 0…1, "y": 0…1}` (CIE 1931).
+        case color
     }
 
     /// How readings of this key behave over time (history roll-ups and Home Assistant's state_class).
@@ -57,6 +59,11 @@ public enum StateKeys {
     public static let state = KeySpec("state", label: "State", kind: .enumeration(["ON", "OFF"]), writable: true, commands: ["ON", "OFF", "TOGGLE"], category: .control)
     public static let brightness = KeySpec("brightness", label: "Brightness", unit: "%", kind: .number(min: 0, max: 100), writable: true, category: .control)
     public static let colorTempKelvin = KeySpec("color_temp_kelvin", label: "Color temperature", unit: "K", kind: .number(min: 2000, max: 6500), writable: true, category: .control)
+    /// A light's colour: hue (°) and saturation (%), and the CIE 1931 x/y where the light reports them. Set with
+    /// `{"color":{"hue":36,"saturation":80}}` or `{"color":{"x":0.45,"y":0.41}}` (Home Assistant's `h`/`s` too).
+    public static let color = KeySpec("color", label: "Color", kind: .color, writable: true, category: .control)
+    /// Which of a light's colour settings is in force: `hs`, `xy` or `color_temp` (Home Assistant's names).
+    public static let colorMode = KeySpec("color_mode", label: "Color mode", kind: .enumeration(["hs", "xy", "color_temp"]), category: .control)
     public static let lock = KeySpec("lock", label: "Lock", kind: .enumeration(["LOCKED", "UNLOCKED", "LOCKING", "UNLOCKING", "JAMMED"]), writable: true, commands: ["LOCK", "UNLOCK"], category: .control)
     public static let cover = KeySpec("cover", label: "Cover", kind: .enumeration(["OPEN", "CLOSED", "OPENING", "CLOSING", "STOPPED"]), writable: true, commands: ["OPEN", "CLOSE", "STOP"], category: .control)
     public static let position = KeySpec("position", label: "Position", unit: "%", kind: .number(min: 0, max: 100), writable: true, category: .control)
@@ -155,7 +162,7 @@ public enum StateKeys {
     public static let valence = KeySpec("valence", label: "Valence", kind: .number(min: -1, max: 1), series: .measurement)
 
     public static let all: [KeySpec] = [
-        state, brightness, colorTempKelvin, lock, cover, position, targetTemperature, hvacMode, hvacAction, fanMode, fanSpeed,
+        state, brightness, colorTempKelvin, color, colorMode, lock, cover, position, targetTemperature, hvacMode, hvacAction, fanMode, fanSpeed,
         temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion, noise, dewPoint, score, leak,
         waterLeak, contact, smoke, carbonMonoxide, co, airQuality,
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,

@@ -1,9 +1,16 @@
-/// One normalized reading or setting. JSON numbers, strings and booleans only:
-/// every key has one fixed unit (see `StateKeys`), so no unit travels with the value.
+/// One normalized reading or setting. JSON numbers, strings and booleans, and flat objects of them for the
+/// few keys whose value has parts (`color`: `{"hue":36,"saturation":20}`): every key has one fixed unit (see
+/// `StateKeys`), so no unit travels with the value.
 public enum StateValue: Sendable, Hashable, Codable, CustomStringConvertible {
     case number(Double)
     case string(String)
     case bool(Bool)
+    case object([String: StateValue])
+
+    public var object: [String: StateValue]? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
 
     public var number: Double? {
         if case .number(let value) = self { return value }
@@ -25,6 +32,7 @@ public enum StateValue: Sendable, Hashable, Codable, CustomStringConvertible {
         case .number(let value): JSONText.number(value)
         case .string(let value): value
         case .bool(let value): value ? "true" : "false"
+        case .object(let members): JSONText.object(members)
         }
     }
 
@@ -34,8 +42,10 @@ public enum StateValue: Sendable, Hashable, Codable, CustomStringConvertible {
             self = .bool(value)
         } else if let value = try? container.decode(Double.self) {
             self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
         } else {
-            self = .string(try container.decode(String.self))
+            self = .object(try container.decode([String: StateValue].self))
         }
     }
 
@@ -45,6 +55,7 @@ public enum StateValue: Sendable, Hashable, Codable, CustomStringConvertible {
         case .number(let value): try container.encode(value)
         case .string(let value): try container.encode(value)
         case .bool(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
         }
     }
 }

@@ -245,6 +245,15 @@ public final class MatterSimulator: Sendable {
         case (768, "MoveToColorTemperature"):
             guard let mireds = (payload["colorTemperatureMireds"] as? NSNumber)?.intValue else { return .failure(Failure(code: 0, details: "colorTemperatureMireds")) }
             return .success([(path(7), String(mireds)), (path(8), "2")])
+        case (768, "MoveToHueAndSaturation"):
+            guard let hue = (payload["hue"] as? NSNumber)?.intValue, let saturation = (payload["saturation"] as? NSNumber)?.intValue,
+                  (0...254).contains(hue), (0...254).contains(saturation) else { return .failure(Failure(code: 0, details: "hue/saturation")) }
+            return .success([(path(0), String(hue)), (path(1), String(saturation)), (path(8), "0")])
+        case (768, "MoveToColor"):
+            guard let x = (payload["colorX"] as? NSNumber)?.intValue, let y = (payload["colorY"] as? NSNumber)?.intValue else {
+                return .failure(Failure(code: 0, details: "colorX/colorY"))
+            }
+            return .success([(path(3), String(x)), (path(4), String(y)), (path(8), "1")])
         case (257, "LockDoor"), (257, "UnlockDoor"):
             guard args["timed_request_timeout_ms"] is NSNumber else {
                 return .failure(Failure(code: 0, details: "InteractionModelError: NeedsTimedInteraction (0xc6)"))

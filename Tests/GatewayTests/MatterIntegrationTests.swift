@@ -43,6 +43,19 @@ import VendorSimulators
         let unlocked = try await client.waitForMessage(topic: "lbs/device/matter_20", timeout: .seconds(10)) { $0.json?["lock"] as? String == "UNLOCKED" }
         #expect(unlocked.json?["battery"] as? Double == 40)
         #expect(simulator.commands.contains("device_command 20/1/257 UnlockDoor"))
+        // Home Assistant's JSON light sends colour as h/s; the node's report comes back as the `color` object.
+        let colorLight = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_10/config", timeout: .seconds(10))
+        let light = try #require((colorLight.json?["components"] as? [String: [String: Any]])?["light"])
+        #expect(light["supported_color_modes"] as? [String] == ["color_temp", "hs"])
+        try await client.publish("lbs/device/matter_10/set", #"{"state":"ON","color":{"h":120,"s":100}}"#, qos: .atLeastOnce, responseTopic: "replies/color")
+        // Hue and saturation are two attribute reports: the state follows each; the second completes it.
+        let colored = try await client.waitForMessage(topic: "lbs/device/matter_10", timeout: .seconds(10)) {
+            ($0.json?["color"] as? [String: Any])?["hue"] as? Double == 120 && ($0.json?["color"] as? [String: Any])?["saturation"] as? Double == 100
+        }
+        #expect((colored.json?["color"] as? [String: Any])?["s"] as? Double == 100 && colored.json?["color_mode"] as? String == "hs", "\(colored.text)")
+        try await client.publish("lbs/device/matter_10/set", #"{"color":{"hue":400,"saturation":10}}"#, qos: .atLeastOnce, responseTopic: "replies/badcolor")
+        let refused = try await client.waitForMessage(topic: "replies/badcolor", timeout: .seconds(10))
+        #expect(refused.text.contains("invalid_value") || refused.text.contains("invalid_payload"), "\(refused.text)")
         // The bridged plug behind the FRITZ!Box is unreachable: its availability says so.
         _ = try await client.waitForMessage(topic: "lbs/device/matter_1_42/availability", timeout: .seconds(10)) { $0.json?["state"] as? String == "offline" }
         #expect(client.messages(on: "lbs/device/matter_1_42/availability").last?.json?["state"] as? String == "offline")

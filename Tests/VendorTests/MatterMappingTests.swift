@@ -49,6 +49,11 @@ import Testing
         #expect(onOff.device.name == "D215S" || onOff.device.model == "D215S")
         let extended = try Self.only("extended_color_light")
         #expect(extended.state["color_temp_kelvin"] == .number(3521) && extended.state["brightness"] == .number(50))
+        // 768/0 hue 36 of 254 → 51°, 768/1 saturation 51 → 20 %, x 26515 / 65536 → 0.4046, y 25657 → 0.3915; mode 0 = hs.
+        #expect(extended.state["color"] == .object(["hue": .number(51), "saturation": .number(20), "h": .number(51), "s": .number(20),
+                                                    "x": .number(0.4046), "y": .number(0.3915)]))
+        #expect(extended.state["color_mode"] == .string("hs") && extended.device.isWritable("color"))
+        #expect(!ct.device.keys.contains("color"), "a colour-temperature light has no colour")
     }
 
     @Test func aLockAShutterAThermostatAndAFan() throws {
@@ -132,6 +137,12 @@ import Testing
             .command(endpoint: 1, cluster: 768, name: "MoveToColorTemperature",
                      payload: ["colorTemperatureMireds": .int(370), "transitionTime": .int(0), "optionsMask": .int(0), "optionsOverride": .int(0)], timedMs: nil),
         ])
+        let extended = try Self.only("extended_color_light")
+        #expect(try MatterCommands.calls(for: ["color": .object(["hue": .number(180), "saturation": .number(50)])], plan: extended,
+                                         node: try Self.node("extended_color_light"))
+            == [.command(endpoint: 1, cluster: 768, name: "MoveToHueAndSaturation",
+                         payload: ["hue": .int(127), "saturation": .int(127), "transitionTime": .int(0), "optionsMask": .int(0), "optionsOverride": .int(0)],
+                         timedMs: nil)])
         let shutter = try Self.only("eve_shutter")
         #expect(try MatterCommands.calls(for: ["position": .number(30)], plan: shutter, node: try Self.node("eve_shutter"))
             == [.command(endpoint: 1, cluster: 258, name: "GoToLiftPercentage", payload: ["liftPercent100thsValue": .int(7000)], timedMs: nil)])

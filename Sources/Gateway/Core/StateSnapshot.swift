@@ -10,10 +10,11 @@ enum StateSnapshot {
         if let lastSeenText { extra.append(("last_seen", .string(lastSeenText))) }
         if state.stale { extra.append(("stale", .bool(true))) }
         // Home Assistant's JSON light reads `color_temp` (Kelvin with `color_temp_kelvin: true`)
-        // and `color_mode`; they mirror `color_temp_kelvin` and are documented as such.
+        // and `color_mode`; they mirror `color_temp_kelvin` and are documented as such. A colour light's own
+        // `color_mode` (hs, xy, color_temp) wins.
         if type == .light, let kelvin = state.values["color_temp_kelvin"] {
             extra.append(("color_temp", kelvin))
-            extra.append(("color_mode", .string("color_temp")))
+            if state.values["color_mode"] == nil { extra.append(("color_mode", .string("color_temp"))) }
         }
         var keys = Array(state.values.keys)
         for (key, _) in extra where state.values[key] == nil { keys.append(key) }

@@ -125,7 +125,17 @@ public struct HomeAssistantDiscovery: Sendable {
                 config["command_topic"] = .string(topics.set(id))
                 config["state_topic"] = .string(topics.device(id))
                 var modes: [JSON] = []
-                if keys.contains("color_temp_kelvin") {
+                if keys.contains("color") {
+                    // A colour light: hs (the `color` object carries h/s and x/y), with colour temperature beside it.
+                    modes = keys.contains("color_temp_kelvin") ? ["color_temp", "hs"] : ["hs"]
+                    if keys.contains("color_temp_kelvin") {
+                        config["color_temp_kelvin"] = true
+                        if case .number(let low?, let high?) = StateKeys.colorTempKelvin.kind {
+                            config["min_kelvin"] = .number(low)
+                            config["max_kelvin"] = .number(high)
+                        }
+                    }
+                } else if keys.contains("color_temp_kelvin") {
                     modes = ["color_temp"]
                     config["color_temp_kelvin"] = true
                     let spec = StateKeys.colorTempKelvin
@@ -144,7 +154,7 @@ public struct HomeAssistantDiscovery: Sendable {
                     config["brightness_scale"] = 100
                 }
                 result.append(Component(key: "light", platform: "light", config: config))
-                covered.formUnion(["state", "brightness", "color_temp_kelvin"])
+                covered.formUnion(["state", "brightness", "color_temp_kelvin", "color", "color_mode"])
             } else {
                 var config = identity("state", platform: "switch", name: .null, main: true)
                 config["command_topic"] = .string(topics.set(id, key: "state"))

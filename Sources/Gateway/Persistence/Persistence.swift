@@ -228,6 +228,18 @@ public final class Persistence: Sendable {
                     case .number(let n): values[key] = .number(n)
                     case .string(let s): values[key] = .string(s)
                     case .bool(let b): values[key] = .bool(b)
+                    case .object(let members):
+                        // A value with parts (`color`): its scalar members.
+                        var parts: [String: StateValue] = [:]
+                        for (name, part) in members {
+                            switch part {
+                            case .number(let n): parts[name] = .number(n)
+                            case .string(let s): parts[name] = .string(s)
+                            case .bool(let b): parts[name] = .bool(b)
+                            default: continue
+                            }
+                        }
+                        values[key] = .object(parts)
                     default: continue
                     }
                 }

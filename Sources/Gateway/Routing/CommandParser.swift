@@ -115,12 +115,36 @@ public enum CommandParser {
                 return .success(.bool(word == "true"))
             default: return .failure(.invalidValue(key: spec.name, value: value.brief, expected: "true or false"))
             }
+        case .color:
+            return color(value, key: spec.name)
         case .text, .timestamp:
             guard case .string(let text) = value else {
                 return .failure(.invalidValue(key: spec.name, value: value.brief, expected: "text"))
             }
             return .success(.string(text))
         }
+    }
+
+    static let colorExpectation = "{\"hue\": 0…360, \"saturation\": 0…100} (or h/s) or {\"x\": 0…1, \"y\": 0…1}"
+
+    /// `{"hue","saturation"}` (Home Assistant's `{"h","s"}` too) or `{"x","y"}`, each part a number in range.
+    static func color(_ value: JSONValue, key: String) -> Result<StateValue, GatewayError> {
+        guard case .object(let members) = value else {
+            return .failure(.invalidValue(key: key, value: value.brief, expected: colorExpectation))
+        }
+        func part(_ names: [String], _ range: ClosedRange<Double>) -> Double?? {
+            guard let found = names.lazy.compactMap({ members[$0] }).first else { return .some(nil) }
+            guard case .number(let number) = found, number.isFinite, range.contains(number) else { return nil }
+            return .some(number)
+        }
+        let shown = JSON(value).render()
+        guard let hue = part(["hue", "h"], 0...360), let saturation = part(["saturation", "s"], 0...100),
+              let x = part(["x"], 0...1), let y = part(["y"], 0...1) else {
+            return .failure(.invalidValue(key: key, value: shown, expected: colorExpectation))
+        }
+        if let hue, let saturation { return .success(.object(["hue": .number(hue), "saturation": .number(saturation)])) }
+        if let x, let y { return .success(.object(["x": .number(x), "y": .number(y)])) }
+        return .failure(.invalidValue(key: key, value: shown, expected: colorExpectation))
     }
 
     static let numberExpectation = "a number: a JSON number, or a string written as one (\"40\", \"-3\", \"21.5\"; no hex, inf or nan)"

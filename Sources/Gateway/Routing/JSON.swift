@@ -26,6 +26,7 @@ public indirect enum JSON: Sendable, Hashable, ExpressibleByStringLiteral, Expre
         case .number(let n): self = .number(n)
         case .string(let s): self = .string(s)
         case .bool(let b): self = .bool(b)
+        case .object(let members): self = .object(members.mapValues(JSON.init))
         }
     }
 

@@ -38,7 +38,7 @@ enum MatterCommands {
     static func calls(for changes: [String: StateValue], plan: MatterDevicePlan, node: MatterNode, pinCode: String? = nil) throws(GatewayError) -> [MatterCall] {
         var calls: [MatterCall] = []
         // On/off first, then level and colour (MoveToLevelWithOnOff also switches on), then the rest.
-        let order = ["state", "brightness", "color_temp_kelvin"]
+        let order = ["state", "brightness", "color_temp_kelvin", "color"]
         let keys = changes.keys.sorted { (order.firstIndex(of: plainKey($0, plan)) ?? 99, $0) < (order.firstIndex(of: plainKey($1, plan)) ?? 99, $1) }
         for name in keys {
             guard let value = changes[name], let route = plan.routes[name] else {
@@ -77,6 +77,21 @@ enum MatterCommands {
             return [.command(endpoint: endpoint, cluster: 768, name: "MoveToColorTemperature",
                              payload: ["colorTemperatureMireds": .int(mireds), "transitionTime": .int(0), "optionsMask": .int(0), "optionsOverride": .int(0)],
                              timedMs: nil)]
+        case "color":
+            guard let parts = value.object else { throw invalid("{\"hue\":…,\"saturation\":…} or {\"x\":…,\"y\":…}") }
+            let options: [String: MatterPayload] = ["transitionTime": .int(0), "optionsMask": .int(0), "optionsOverride": .int(0)]
+            if let hue = parts["hue"]?.number, let saturation = parts["saturation"]?.number {
+                let payload = options.merging(["hue": .int(Int(min(254, (hue / 360 * 254).rounded()))),
+                                               "saturation": .int(Int(min(254, (saturation / 100 * 254).rounded())))]) { $1 }
+                return [.command(endpoint: endpoint, cluster: 768, name: "MoveToHueAndSaturation", payload: payload, timedMs: nil)]
+            }
+            if let x = parts["x"]?.number, let y = parts["y"]?.number {
+                // CurrentX/Y are 1/65536 of the CIE range, at most 0xFEFF.
+                let payload = options.merging(["colorX": .int(Int(min(65279, (x * 65536).rounded()))),
+                                               "colorY": .int(Int(min(65279, (y * 65536).rounded())))]) { $1 }
+                return [.command(endpoint: endpoint, cluster: 768, name: "MoveToColor", payload: payload, timedMs: nil)]
+            }
+            throw invalid("{\"hue\":…,\"saturation\":…} or {\"x\":…,\"y\":…}")
         case "lock":
             guard let word = value.string?.uppercased(), word == "LOCK" || word == "UNLOCK" else { throw invalid("LOCK or UNLOCK") }
             // A lock that requires a PIN for remote operation (257/51) gets the configured one (octets: base64 on

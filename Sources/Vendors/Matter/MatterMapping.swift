@@ -188,6 +188,26 @@ enum MatterMapping {
             let kelvin = value(768, 7)?.number.flatMap { $0 > 0 ? StateValue.number((1_000_000 / $0).rounded()) : nil }
             out.append(Reading(key: "color_temp_kelvin", value: kelvin, writable: true))
         }
+        if has(768), let capabilities = value(768, 16394)?.integer, capabilities & 0b1001 != 0 {
+            // Hue/saturation (bit 0) and x/y (bit 3): hue 0–254 → 0–360°, saturation 0–254 → %, x/y in 1/65536.
+            var parts: [String: StateValue] = [:]
+            if capabilities & 0b1 != 0 {
+                if let hue = value(768, 0)?.number { parts["hue"] = .number((min(max(hue, 0), 254) / 254 * 360).rounded()) }
+                if let saturation = value(768, 1)?.number { parts["saturation"] = .number((min(max(saturation, 0), 254) / 254 * 100).rounded()) }
+            }
+            if capabilities & 0b1000 != 0 {
+                if let x = value(768, 3)?.number { parts["x"] = .number((x / 65536 * 10000).rounded() / 10000) }
+                if let y = value(768, 4)?.number { parts["y"] = .number((y / 65536 * 10000).rounded() / 10000) }
+            }
+            // Home Assistant's JSON light reads `h`/`s`; both spellings are published, as zigbee2mqtt does.
+            if let hue = parts["hue"], let saturation = parts["saturation"] {
+                parts["h"] = hue
+                parts["s"] = saturation
+            }
+            out.append(Reading(key: "color", value: parts.isEmpty ? nil : .object(parts), writable: true))
+            let modes: [Int64: String] = [0: "hs", 1: "xy", 2: "color_temp"]
+            out.append(Reading(key: "color_mode", value: value(768, 8)?.integer.flatMap { modes[$0] }.map(StateValue.string)))
+        }
         if has(257) {
             out.append(Reading(key: "lock", value: value(257, 0)?.integer.flatMap(lockState), writable: true))
         }

@@ -208,6 +208,7 @@ final class BridgeAPI: GatewayExtension {
             case .bool: entry["type"] = "bool"
             case .text: entry["type"] = "text"
             case .timestamp: entry["type"] = "timestamp"
+            case .color: entry["type"] = "color"
             }
             return .object(entry)
         }
