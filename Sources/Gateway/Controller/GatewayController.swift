@@ -77,6 +77,13 @@ public final class GatewayController {
 
     public var deviceIDs: [DeviceID] { hub.devices.keys.sorted() }
 
+    /// One line for systemd's `STATUS=` (what `systemctl status` shows): devices, and the vendors that are down.
+    public func statusLine() -> String {
+        let online = hub.availability.values.filter { $0 }.count
+        let down = hub.vendorHealth.values.filter { $0.state == .down }.map(\.vendorID).sorted()
+        return "\(hub.devices.count) devices (\(online) online); " + (down.isEmpty ? "no vendor down" : "vendors down: " + down.joined(separator: ", "))
+    }
+
     /// Runs the `unusual_consumption` check for the hour starting at `hour` now (tests; the gateway runs it hourly).
     func checkConsumption(hour: Date) async {
         for case let alerts as AlertsExtension in hub.extensions { await alerts.checkConsumption(hour: hour) }

@@ -22,6 +22,8 @@ public struct GatewayService: Service {
     let persistence: Persistence?
     let controls: BridgeControls?
     let runtime: SharedRuntime
+    /// systemd's notification socket (`Type=notify`, `WatchdogSec=`); inert outside systemd.
+    let notifier: SystemdNotifier
 
     /// What the core and the vendor supervisor share: the event inbox and the vendors, and the moment the
     /// vendors may start (after the cache was restored and each vendor got its last known state).
@@ -39,12 +41,14 @@ public struct GatewayService: Service {
         func waitUntilReady() async { await ready.wait() }
     }
 
-    init(config: GatewayConfig, logger: Logger, persistence: Persistence?, controls: BridgeControls?, runtime: SharedRuntime) {
+    init(config: GatewayConfig, logger: Logger, persistence: Persistence?, controls: BridgeControls?, runtime: SharedRuntime,
+         notifier: SystemdNotifier = SystemdNotifier()) {
         self.config = config
         self.logger = logger
         self.persistence = persistence
         self.controls = controls
         self.runtime = runtime
+        self.notifier = notifier
     }
 
     /// The services of a configured gateway, in start order (shutdown runs in reverse).
@@ -66,8 +70,9 @@ public struct GatewayService: Service {
         if let persistence, let storage = config.storage {
             services.append(PersistenceService(persistence: persistence, retention: storage.retention))
         }
-        services.append(GatewayService(config: config, logger: logger, persistence: persistence, controls: controls, runtime: runtime))
-        services.append(VendorSupervisor(runtime: runtime, logger: logger))
+        let notifier = SystemdNotifier()
+        services.append(GatewayService(config: config, logger: logger, persistence: persistence, controls: controls, runtime: runtime, notifier: notifier))
+        services.append(VendorSupervisor(runtime: runtime, logger: logger, notifier: notifier))
         return services
     }
 
@@ -86,13 +91,33 @@ public struct GatewayService: Service {
         client.start()
         logger.info("lbs-gateway \(GatewayController.version) starting: broker \(ConfigReader.redactURL(config.mqtt.url)), base topic '\(config.mqtt.baseTopic)', \(runtime.vendors.count) vendor(s)")
 
+        let notifier = self.notifier
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
+                var ready = false
                 for await event in client.connectionEvents {
                     switch event {
-                    case .connected: await controller.connected()
-                    case .disconnected(let error): logger.warning("disconnected from the broker: \(error.message)")
-                    case .connectFailed(let error, let retryIn): logger.warning("cannot reach the broker (\(error.message)); retrying in \(GatewayError.readable(retryIn))")
+                    case .connected:
+                        await controller.connected()
+                        // READY=1 once: the cache is restored and the broker connected.
+                        notifier.notify((ready ? [] : ["READY=1"]) + ["STATUS=" + (await controller.statusLine())])
+                        ready = true
+                    case .disconnected(let error):
+                        logger.warning("disconnected from the broker: \(error.message)")
+                        notifier.notify(["STATUS=broker disconnected: " + error.message])
+                    case .connectFailed(let error, let retryIn):
+                        logger.warning("cannot reach the broker (\(error.message)); retrying in \(GatewayError.readable(retryIn))")
+                        notifier.notify(["STATUS=cannot reach the broker: " + error.message])
+                    }
+                }
+            }
+            if let interval = notifier.watchdogInterval {
+                // The ping needs the core's executor: a stuck core misses it, and systemd restarts the gateway.
+                group.addTask {
+                    while !Task.isCancelled {
+                        let status = await controller.statusLine()
+                        notifier.notify(["WATCHDOG=1", "STATUS=" + status])
+                        try? await Task.sleep(for: interval)
                     }
                 }
             }
@@ -124,6 +149,7 @@ public struct GatewayService: Service {
 public struct VendorSupervisor: Service {
     let runtime: GatewayService.SharedRuntime
     let logger: Logger
+    var notifier = SystemdNotifier(environment: [:])
 
     public func run() async throws {
         await runtime.waitUntilReady()
@@ -134,6 +160,8 @@ public struct VendorSupervisor: Service {
                 group.addTask { await Self.keepRunning(vendor, logger: logger) }
             }
             try? await gracefulShutdown()
+            // The first service to hear of the shutdown (the group stops them in reverse order).
+            notifier.notify(["STOPPING=1", "STATUS=stopping"])
             group.cancelAll()
         }
         logger.debug("vendors stopped")

@@ -1,0 +1,138 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+@testable import Gateway
+import GatewayTesting
+import Synchronization
+import Testing
+
+/// systemd integration without systemd running: the real binary talks sd_notify to a datagram socket the test
+/// binds (READY=1 after the broker is connected, WATCHDOG=1 from the core, STATUS=, STOPPING=1 on SIGTERM), and
+/// the unit file passes `systemd-analyze verify` and has its exposure scored by `systemd-analyze security`.
+@Suite(.serialized) struct SystemdTests {
+    /// A bound AF_UNIX datagram socket that collects what arrives.
+    final class NotifySocket: Sendable {
+        let path: String
+        private let descriptor: Int32
+        final class Received: Sendable {
+            let list = Mutex<[String]>([])
+        }
+
+        private let received = Received()
+        private let reader: Task<Void, Never>
+
+        init(path: String, abstract: Bool = false) throws {
+            self.path = path
+            let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+            guard fd >= 0 else { throw POSIXError(.EIO) }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            var bytes = Array(path.utf8)
+            if abstract { bytes[0] = 0 }
+            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+            let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (abstract ? 0 : 1))
+            let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+            guard bound == 0 else { Glibc.close(fd); throw POSIXError(.EADDRINUSE) }
+            var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            descriptor = fd
+            let box = received
+            reader = Task.detached { [fd] in
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !Task.isCancelled {
+                    let count = recv(fd, &buffer, buffer.count, 0)
+                    if count > 0 { box.list.withLock { $0.append(String(decoding: buffer[0..<count], as: UTF8.self)) } }
+                }
+            }
+        }
+
+        var messages: [String] { received.list.withLock { $0 } }
+
+        func close() {
+            reader.cancel()
+            Glibc.close(descriptor)
+        }
+    }
+
+    @Test func theGatewayNotifiesReadyWatchdogStatusAndStopping() async throws {
+        let binary = try #require(Binaries.gateway, "lbs-gateway is not built")
+        let broker = try await MosquittoBroker.started()
+        let directory = try TemporaryDirectory()
+        let socket = try NotifySocket(path: directory.file("notify"))
+        defer { socket.close() }
+        let config = directory.file("config.yaml")
+        try """
+        mqtt: {url: \(broker.url), client_id: notify-\(UInt32.random(in: 0...UInt32.max))}
+        log_level: warning
+        vendors: [{type: demo, id: demo, poll_interval: 3600}]
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFY_SOCKET"] = socket.path
+        environment["WATCHDOG_USEC"] = "400000"
+        let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], environment: environment,
+                                        outputDirectory: directory.path, name: "notify")
+        defer { process.kill() }
+        try await waitUntil("READY=1", timeout: .seconds(15)) { socket.messages.contains { $0.contains("READY=1") } }
+        let ready = try #require(socket.messages.first { $0.contains("READY=1") })
+        #expect(ready.contains("STATUS=") && ready.contains("devices"), "\(ready)")
+        // WATCHDOG_USEC 0.4 s: a ping every 0.2 s, with the status.
+        try await waitUntil("watchdog pings", timeout: .seconds(5)) { socket.messages.filter { $0.contains("WATCHDOG=1") }.count >= 3 }
+        #expect(socket.messages.first { $0.contains("WATCHDOG=1") }?.contains("vendor") == true)
+        process.terminate()
+        _ = await process.waitForExit(timeout: .seconds(10))
+        #expect(socket.messages.contains { $0.contains("STOPPING=1") })
+        await broker.stop()
+    }
+
+    @Test func anAbstractSocketAndNoSocketAtAll() throws {
+        let name = "@lbs-notify-test-\(UInt32.random(in: 0...UInt32.max))"
+        let socket = try NotifySocket(path: name, abstract: true)
+        defer { socket.close() }
+        let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": name, "WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "1"])
+        #expect(notifier.isEnabled && notifier.watchdogInterval == nil, "WATCHDOG_PID names another process")
+        #expect(notifier.notify(["STATUS=hello\nworld"]))
+        let deadline = Date().addingTimeInterval(2)
+        while socket.messages.isEmpty, Date() < deadline { usleep(10_000) }
+        #expect(socket.messages == ["STATUS=hello world"], "a newline inside a line cannot start another")
+        let outside = SystemdNotifier(environment: [:])
+        #expect(!outside.isEnabled && !outside.notify(["READY=1"]))
+        #expect(SystemdNotifier(environment: ["WATCHDOG_USEC": "30000000"]).watchdogInterval == .seconds(15))
+    }
+
+    static var analyze: String? {
+        ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// The shipped unit, with its binary path pointed at the build (verify checks that ExecStart exists).
+    static func unit(in directory: TemporaryDirectory) throws -> String {
+        let binary = try #require(Binaries.gateway)
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("deploy/lbs-gateway.service").path
+        let text = try String(contentsOfFile: source, encoding: .utf8).replacingOccurrences(of: "/usr/local/bin/lbs-gateway", with: binary)
+        let path = directory.file("lbs-gateway.service")
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test(.enabled(if: analyze != nil, "systemd-analyze is not installed"))
+    func theUnitVerifiesAndIsHardened() async throws {
+        let analyze = try #require(Self.analyze)
+        let directory = try TemporaryDirectory()
+        let unit = try Self.unit(in: directory)
+        let verify = try ProcessRunner(executable: analyze, arguments: ["verify", "--man=no", unit], outputDirectory: directory.path, name: "verify")
+        let verified = await verify.waitForExit(timeout: .seconds(60))
+        // Only the unit's own problems count; a container without systemd running may warn about the system's units.
+        let complaints = (verify.standardError() + verify.standardOutput()).split(separator: "\n").filter { $0.contains("lbs-gateway.service") }
+        #expect(verified == .exited(0) || complaints.isEmpty, "systemd-analyze verify: \(complaints)")
+        #expect(complaints.isEmpty, "\(complaints)")
+        let security = try ProcessRunner(executable: analyze, arguments: ["security", "--offline=yes", "--no-pager", unit],
+                                         outputDirectory: directory.path, name: "security")
+        _ = await security.waitForExit(timeout: .seconds(60))
+        let report = security.standardOutput()
+        // "→ Overall exposure level for lbs-gateway.service: 1.9 OK"
+        let line = report.split(separator: "\n").first { $0.contains("Overall exposure level") }.map(String.init) ?? ""
+        let score = line.split(separator: ":").last.flatMap { $0.split(separator: " ").first }.flatMap { Double($0) }
+        #expect(score.map { $0 <= 2.5 } == true, "exposure: \(line)")
+    }
+}
