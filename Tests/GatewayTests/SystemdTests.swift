@@ -136,3 +136,48 @@ import Testing
         #expect(score.map { $0 <= 2.5 } == true, "exposure: \(line)")
     }
 }
+
+/// `deploy/install.sh` and `deploy/uninstall.sh`, staged into a folder (`--root`): what lands where with which
+/// mode, what an upgrade keeps, and that the cache survives an uninstall unless asked.
+@Suite struct InstallScriptTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    func run(_ script: String, _ arguments: [String], in directory: TemporaryDirectory, environment extra: [String: String] = [:]) async throws -> String {
+        var environment = ProcessInfo.processInfo.environment
+        environment.merge(extra) { $1 }
+        let process = try ProcessRunner(executable: "/bin/bash", arguments: [Self.repository + "/deploy/" + script] + arguments,
+                                        environment: environment, outputDirectory: directory.path, name: script + "-\(UInt32.random(in: 0...UInt32.max))")
+        let status = await process.waitForExit(timeout: .seconds(60))
+        #expect(status == .exited(0), "\(script): \(process.standardError())")
+        return process.standardOutput()
+    }
+
+    static func mode(_ path: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]) as? Int) ?? -1 }
+
+    @Test func installKeepsConfigAndSecretsOnUpgradeAndUninstallKeepsTheCache() async throws {
+        let binary = try #require(Binaries.gateway)
+        let directory = try TemporaryDirectory()
+        let root = directory.file("root")
+        let environment = ["LBS_INSTALL_BINARY": binary, "LBS_MQTT_PASSWORD": "broker-secret-1"]
+        _ = try await run("install.sh", ["--root", root, "--no-build"], in: directory, environment: environment)
+        #expect(FileManager.default.isExecutableFile(atPath: root + "/usr/local/bin/lbs-gateway"))
+        #expect(FileManager.default.fileExists(atPath: root + "/etc/systemd/system/lbs-gateway.service"))
+        #expect(try String(contentsOfFile: root + "/etc/lbs-gateway/mqtt-password", encoding: .utf8) == "broker-secret-1")
+        #expect(Self.mode(root + "/etc/lbs-gateway/mqtt-password") == 0o600 && Self.mode(root + "/etc/lbs-gateway/config.yaml") == 0o640)
+        // An upgrade keeps what the operator changed.
+        try "mqtt: {url: mqtt://broker.lan:1883}\n".write(toFile: root + "/etc/lbs-gateway/config.yaml", atomically: true, encoding: .utf8)
+        try "cache".write(toFile: root + "/var/lib/lbs-gateway/gateway.sqlite", atomically: true, encoding: .utf8)
+        let again = try await run("install.sh", ["--root", root, "--no-build"], in: directory, environment: ["LBS_INSTALL_BINARY": binary, "LBS_MQTT_PASSWORD": "other"])
+        #expect(again.contains("kept the existing"))
+        #expect(try String(contentsOfFile: root + "/etc/lbs-gateway/config.yaml", encoding: .utf8).contains("broker.lan"))
+        #expect(try String(contentsOfFile: root + "/etc/lbs-gateway/mqtt-password", encoding: .utf8) == "broker-secret-1")
+
+        _ = try await run("uninstall.sh", ["--root", root], in: directory)
+        #expect(!FileManager.default.fileExists(atPath: root + "/usr/local/bin/lbs-gateway"))
+        #expect(!FileManager.default.fileExists(atPath: root + "/etc/systemd/system/lbs-gateway.service"))
+        #expect(FileManager.default.fileExists(atPath: root + "/var/lib/lbs-gateway/gateway.sqlite"), "the cache is kept")
+        #expect(FileManager.default.fileExists(atPath: root + "/etc/lbs-gateway/config.yaml"))
+        _ = try await run("uninstall.sh", ["--root", root, "--purge-cache", "--purge-config"], in: directory)
+        #expect(!FileManager.default.fileExists(atPath: root + "/var/lib/lbs-gateway") && !FileManager.default.fileExists(atPath: root + "/etc/lbs-gateway"))
+    }
+}
