@@ -137,7 +137,8 @@ public enum CommandParser {
             guard case .number(let number) = found, number.isFinite, range.contains(number) else { return nil }
             return .some(number)
         }
-        let shown = JSON(value).render()
+        // The parts as sent, for the error (this file stands alone in the fuzz harness: no JSON renderer here).
+        let shown = "{" + members.keys.sorted().prefix(6).map { "\($0): \(members[$0]?.brief ?? "")" }.joined(separator: ", ") + "}"
         guard let hue = part(["hue", "h"], 0...360), let saturation = part(["saturation", "s"], 0...100),
               let x = part(["x"], 0...1), let y = part(["y"], 0...1) else {
             return .failure(.invalidValue(key: key, value: shown, expected: colorExpectation))
