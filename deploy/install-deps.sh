@@ -14,3 +14,8 @@ if ! command -v swift >/dev/null 2>&1; then
 fi
 command -v swift >/dev/null 2>&1 || { echo "Swift 6.x is required: install it from https://www.swift.org/install/linux/ and re-run." >&2; exit 1; }
 # The distro starts a broker on :1883 after install; quickstart uses it, tests start their own on free ports.
+# The Prometheus text-format parser the metrics test checks /metrics with (the reference implementation's).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import prometheus_client' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check prometheus-client==0.26.0 >/dev/null 2>&1 \
+    || echo "install-deps: prometheus-client not installed; the metrics test checks the text format itself" >&2
+fi

@@ -52,7 +52,7 @@ public enum ConfigLoader {
             reader.problem("(file)", "expected a mapping at the top level", fix: "start with 'mqtt:' and 'vendors:' sections")
             return nil
         }
-        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts", "scenes"])
+        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts", "scenes", "http"])
 
         // mqtt
         let mqttNode = reader.mapping(root["mqtt"], at: "mqtt", required: environment[Environment.url] == nil)
@@ -171,6 +171,19 @@ public enum ConfigLoader {
 
         let alerts = readAlerts(root["alerts"], reader: &reader)
         let scenes = reader.scenes(root["scenes"])
+        var http = HTTPSettings()
+        if let node = reader.mapping(root["http"], at: "http") {
+            reader.rejectUnknownKeys(in: node, at: "http", allowed: ["enabled", "listen"])
+            if let enabled = reader.bool(node["enabled"], at: "http.enabled") { http.enabled = enabled }
+            if let listen = reader.string(node["listen"], at: "http.listen") {
+                if let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port), colon > listen.startIndex {
+                    http.host = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+                    http.port = port
+                } else {
+                    reader.problem("http.listen", "'\(listen)' is not host:port", fix: "write e.g. 127.0.0.1:8099 (0.0.0.0:8099 for every interface)")
+                }
+            }
+        }
 
         let logLevel = reader.oneOf(root["log_level"], at: "log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"]) ?? "info"
 
@@ -211,6 +224,7 @@ public enum ConfigLoader {
         var config = GatewayConfig(mqtt: mqtt, homeAssistant: ha, storage: storage, commands: commands, logLevel: logLevel, vendors: vendors)
         config.alerts = alerts
         config.scenes = scenes
+        config.http = http
         // `unusual_consumption` compares with the cache's hourly history: without `storage:` there is none.
         if storage == nil { config.alerts.consumptionFactor = 0 }
         return config

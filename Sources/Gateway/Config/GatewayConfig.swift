@@ -15,6 +15,7 @@ public struct GatewayConfig: Sendable {
     public var alerts = AlertSettings()
     /// Scenes from the config file (`scenes:`); more come from `scene/add` and live in the cache.
     public var scenes: [Scene] = []
+    public var http = HTTPSettings()
 
     public init(
         mqtt: MQTTSettings, homeAssistant: HomeAssistantSettings = .init(), storage: StorageSettings? = nil,
@@ -63,6 +64,16 @@ public struct MQTTSettings: Sendable {
     public var maxBacklog: Int = 2_000
 
     public init(url: String) { self.url = url }
+}
+
+/// `http:` — the gateway's HTTP listener (Prometheus `GET /metrics`).
+public struct HTTPSettings: Sendable {
+    public var enabled = true
+    /// `host:port`; loopback by default, so nothing is exposed to the network unless asked.
+    public var host = "127.0.0.1"
+    public var port = 8099
+
+    public init() {}
 }
 
 public struct HomeAssistantSettings: Sendable {

@@ -52,6 +52,7 @@ public final class GatewayController {
         list.append(commands)
         list.append(ScenesExtension(hub: hub, commands: commands, store: persistence?.store))
         list.append(RetainedSweep(hub: hub))
+        list.append(MetricsExtension(hub: hub))
         hub.install(list)
         return (hub, bridge, commands, cache)
     }
@@ -76,6 +77,12 @@ public final class GatewayController {
     }
 
     public var deviceIDs: [DeviceID] { hub.devices.keys.sorted() }
+
+    /// The Prometheus text exposition for `GET /metrics`.
+    public func metricsText() -> String {
+        for case let metrics as MetricsExtension in hub.extensions { return metrics.exposition() }
+        return ""
+    }
 
     /// One line for systemd's `STATUS=` (what `systemctl status` shows): devices, and the vendors that are down.
     public func statusLine() -> String {

@@ -50,6 +50,8 @@ final class GatewayHub {
     private var lastEmitted: [DeviceID: Date] = [:]
     var counters = Counters()
     var eventInbox: EventInbox<VendorEvent>?
+    /// Prometheus metrics (`GET /metrics`, `<base>/bridge/metrics`).
+    let metrics = GatewayMetrics()
     private var logLimits: [String: LogLimit] = [:]
 
     private struct HotInfo {

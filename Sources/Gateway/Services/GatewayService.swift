@@ -129,6 +129,9 @@ public struct GatewayService: Service {
                 }
             }
             group.addTask { await controller.consume(events) }
+            if config.http.enabled {
+                group.addTask { await HTTPListener.run(settings: config.http, controller: controller, logger: logger) }
+            }
             group.addTask { await controller.runBridgeHealth() }
             // Wait for the group's shutdown (the vendors stopped before it reaches this service), or cancellation.
             try? await gracefulShutdown()

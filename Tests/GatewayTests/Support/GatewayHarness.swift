@@ -30,6 +30,7 @@ final class GatewayHarness: Sendable {
         homeassistant:
           republish_delay: 0.2
         \(storage ? "storage: {path: \(directory.file("gateway.sqlite"))}" : "")
+        \(extra.contains("http:") ? "" : "http: {enabled: false}")
         \(extra)
         vendors:
         \(vendors)

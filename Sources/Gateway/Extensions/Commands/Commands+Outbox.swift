@@ -55,10 +55,14 @@ extension Commands {
             }
             if !markedSending { await recordNow(job, [.transition(id: id, to: .sending)]) }
             markedSending = false
+            let callStarted = ContinuousClock.now
             do {
-                return await settleSucceeded(job, try await sending { try await vendor.execute(command) })
+                let outcome = try await sending { try await vendor.execute(command) }
+                hub.metrics.vendorCall(vendor: command.vendorID, after: .now - callStarted, error: nil)
+                return await settleSucceeded(job, outcome)
             } catch {
                 let failure = error as? GatewayError ?? GatewayError(.internal, message: "\(error)")
+                hub.metrics.vendorCall(vendor: command.vendorID, after: .now - callStarted, error: failure)
                 if failure.outcomeUnknown || failure.code == .vendorTimeout {
                     if await settleUnknownOutcome(job, failure, vendor: vendor) { return }
                     continue
@@ -150,6 +154,7 @@ extension Commands {
         let command = job.command
         let id = command.id
         hub.counters.commandsExecuted += 1
+        hub.metrics.commandFinished(vendor: command.vendorID, result: "ok", after: .clampedSeconds(now().timeIntervalSince(command.issuedAt)))
         hub.applyConfirmed(outcome.confirmed, to: command.device)
         respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)
         let result = JSONText.object(outcome.confirmed)
@@ -167,6 +172,8 @@ extension Commands {
             recordLater(job, .transition(id: id, to: .failed, error: failure.jsonText))
         }
         job.completion?(failure)
+        hub.metrics.commandFinished(vendor: command.vendorID, result: failure.code.rawValue,
+                                    after: .clampedSeconds(now().timeIntervalSince(command.issuedAt)))
         fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
     }
 
