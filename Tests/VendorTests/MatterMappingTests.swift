@@ -2,13 +2,15 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Testing
+import VendorKit
 @testable import VendorMatter
 
 /// Every recorded node dump (Home Assistant's Matter fixtures) mapped to devices and keys, with the published
 /// values checked against the attributes in the file.
 @Suite struct MatterMappingTests {
     static func node(_ file: String) throws -> MatterNode {
-        try JSONDecoder().decode(MatterNode.self, from: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("matter", "nodes/\(file).json"))))
+        let dump = try JSONDecoder().decode(MatterValue.self, from: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("matter", "nodes/\(file).json"))))
+        return try #require(MatterNode(dump), "\(file) is a node")
     }
 
     static func plans(_ file: String) throws -> [MatterDevicePlan] { MatterMapping.plans(for: try node(file), vendorID: "matter") }
@@ -121,6 +123,16 @@ import Testing
         node.attributes["1/6/0"] = .null
         plan = MatterMapping.plans(for: node, vendorID: "matter")[0]
         #expect(plan.state["state"] == nil && plan.device.keys.contains("state"))
+    }
+
+    @Test func negativeOrMissingIdsAreRefusedNotTrapped() {
+        #expect(MatterNode(.object(["node_id": .int(-1), "attributes": .object([:])])) == nil)
+        #expect(MatterNode(.object(["attributes": .object([:])])) == nil)
+        #expect(MatterNode(.object(["node_id": .uint(UInt64.max), "available": .bool(true)]))?.node_id == UInt64.max)
+        let vendor = MatterVendor(instanceID: "matter", options: MatterOptions(), sink: VendorEventSink { _ in }, context: VendorContext())
+        #expect(vendor.handle(event: "node_removed", data: .int(-5)) == nil)
+        #expect(vendor.handle(event: "attribute_updated", data: .array([.int(-1), .string("1/6/0"), .bool(true)])) == nil)
+        #expect(vendor.handle(event: "node_event", data: .object(["node_id": .int(-2), "endpoint_id": .int(1), "cluster_id": .int(59), "event_id": .int(1)])) == nil)
     }
 
     @Test func commandsAreTheSpecificationsCommandsAndWrites() throws {

@@ -82,7 +82,7 @@ import WSClient
         try await waitUntil("synced with the real server", timeout: .seconds(30)) { log.inventories.count == 1 }
         let published = try #require(log.inventories.first)
         for ((name, data), id) in zip(fixtures, ids) {
-            var node = try JSONDecoder().decode(MatterNode.self, from: data)
+            var node = try #require(MatterNode(try JSONDecoder().decode(MatterValue.self, from: data)))
             node.node_id = id
             for plan in MatterMapping.plans(for: node, vendorID: "matter") {
                 let device = published.first { $0.id == plan.device.id }

@@ -124,30 +124,17 @@ public struct HomeAssistantDiscovery: Sendable {
                 config["schema"] = "json"
                 config["command_topic"] = .string(topics.set(id))
                 config["state_topic"] = .string(topics.device(id))
-                var modes: [JSON] = []
-                if keys.contains("color") {
-                    // A colour light: hs (the `color` object carries h/s and x/y), with colour temperature beside it.
-                    modes = keys.contains("color_temp_kelvin") ? ["color_temp", "hs"] : ["hs"]
-                    if keys.contains("color_temp_kelvin") {
-                        config["color_temp_kelvin"] = true
-                        if case .number(let low?, let high?) = StateKeys.colorTempKelvin.kind {
-                            config["min_kelvin"] = .number(low)
-                            config["max_kelvin"] = .number(high)
-                        }
-                    }
-                } else if keys.contains("color_temp_kelvin") {
-                    modes = ["color_temp"]
+                // A colour light offers hs (its `color` carries h/s and x/y), beside colour temperature when it has it.
+                var modes: [JSON] = keys.contains("color_temp_kelvin") ? ["color_temp"] : []
+                if keys.contains("color") { modes.append("hs") }
+                if keys.contains("color_temp_kelvin") {
                     config["color_temp_kelvin"] = true
-                    let spec = StateKeys.colorTempKelvin
-                    if case .number(let low?, let high?) = spec.kind {
+                    if case .number(let low?, let high?) = StateKeys.colorTempKelvin.kind {
                         config["min_kelvin"] = .number(low)
                         config["max_kelvin"] = .number(high)
                     }
-                } else if keys.contains("brightness") {
-                    modes = ["brightness"]
-                } else {
-                    modes = ["onoff"]
                 }
+                if modes.isEmpty { modes = keys.contains("brightness") ? ["brightness"] : ["onoff"] }
                 config["supported_color_modes"] = .array(modes)
                 if keys.contains("brightness") {
                     config["brightness"] = true

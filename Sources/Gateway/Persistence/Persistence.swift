@@ -130,6 +130,20 @@ public final class Persistence: Sendable {
         waiter?.resume()
     }
 
+    /// A stored value: a number, string or boolean, or an object of them (`color`); nil for anything else.
+    static func stateValue(_ json: JSONValue) -> StateValue? {
+        switch json {
+        case .number(let n): .number(n)
+        case .string(let s): .string(s)
+        case .bool(let b): .bool(b)
+        case .object(let members): .object(members.compactMapValues { member in
+            if case .object = member { return nil }
+            return stateValue(member)
+        })
+        default: nil
+        }
+    }
+
     /// Writes what waits, one transaction each time (`GatewayStore.writeTelemetry`), until `finish()`; then writes the
     /// last waiting batch and returns.
     public func run() async {
@@ -222,27 +236,7 @@ public final class Persistence: Sendable {
             }
             for stored in try store.states() {
                 guard let id = DeviceID(validating: stored.deviceID), case .success(.object(let object)) = JSONValue.parse(Array(stored.json.utf8)) else { continue }
-                var values: [String: StateValue] = [:]
-                for (key, value) in object {
-                    switch value {
-                    case .number(let n): values[key] = .number(n)
-                    case .string(let s): values[key] = .string(s)
-                    case .bool(let b): values[key] = .bool(b)
-                    case .object(let members):
-                        // A value with parts (`color`): its scalar members.
-                        var parts: [String: StateValue] = [:]
-                        for (name, part) in members {
-                            switch part {
-                            case .number(let n): parts[name] = .number(n)
-                            case .string(let s): parts[name] = .string(s)
-                            case .bool(let b): parts[name] = .bool(b)
-                            default: continue
-                            }
-                        }
-                        values[key] = .object(parts)
-                    default: continue
-                    }
-                }
+                let values = object.compactMapValues(Self.stateValue)
                 snapshot.states[id] = DeviceState(values: values, lastSeen: stored.sourceTime.map(Date.init(timeIntervalSince1970:)), stale: true)
             }
         } catch {

@@ -31,7 +31,6 @@ public final class MatterVendor: Vendor {
         /// Each node's devices as last announced.
         var plans: [UInt64: [MatterDevicePlan]] = [:]
         var connection: MatterConnection?
-        var serverInfo: MatterServerInfo?
     }
 
     public init(instanceID: String, options: MatterOptions, sink: VendorEventSink, context: VendorContext) {
@@ -119,10 +118,7 @@ public final class MatterVendor: Vendor {
         try Self.checkSchema(info)
         let result = try await connection.request("start_listening", timeout: options.requestTimeout)
         let nodes = (result.array ?? []).compactMap(MatterNode.init)
-        known.withLock { known in
-            known.connection = connection
-            known.serverInfo = info
-        }
+        known.withLock { $0.connection = connection }
         connected()
         resync(nodes)
     }
@@ -160,9 +156,9 @@ public final class MatterVendor: Vendor {
         case "node_added", "node_updated":
             if let node = MatterNode(data) { update(node) }
         case "node_removed":
-            if let id = data.integer.map(UInt64.init) { remove(nodeID: id) }
+            if let id = data.unsigned { remove(nodeID: id) }
         case "attribute_updated":
-            guard let parts = data.array, parts.count == 3, let id = parts[0].integer.map(UInt64.init), let path = parts[1].string else { return nil }
+            guard let parts = data.array, parts.count == 3, let id = parts[0].unsigned, let path = parts[1].string else { return nil }
             attributeUpdated(nodeID: id, path: path, value: parts[2])
         case "node_event":
             if let nodeEvent = MatterNodeEvent(data) { deviceEvent(nodeEvent) }

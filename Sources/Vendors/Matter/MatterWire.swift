@@ -46,6 +46,15 @@ enum MatterValue: Sendable, Hashable, Decodable {
         }
     }
 
+    /// A whole number of 0 or more (node ids use all 64 bits); nil for a negative number or anything else.
+    var unsigned: UInt64? {
+        switch self {
+        case .uint(let value): value
+        case .int(let value): value >= 0 ? UInt64(value) : nil
+        default: integer.flatMap { $0 >= 0 ? UInt64($0) : nil }
+        }
+    }
+
     var bool: Bool? { if case .bool(let value) = self { value } else { nil } }
 
     var string: String? { if case .string(let value) = self { value } else { nil } }
@@ -75,31 +84,17 @@ struct MatterServerInfo: Decodable, Sendable {
 }
 
 /// One commissioned node as the server knows it: its attributes by `endpoint/cluster/attribute`.
-struct MatterNode: Decodable, Sendable {
+struct MatterNode: Sendable {
     var node_id: UInt64
     var available: Bool
     var is_bridge: Bool?
-    var date_commissioned: String?
-    var last_interview: String?
     var attributes: [String: MatterValue]
-
-    enum CodingKeys: String, CodingKey { case node_id, available, is_bridge, date_commissioned, last_interview, attributes }
 
     init(node_id: UInt64, available: Bool, is_bridge: Bool? = nil, attributes: [String: MatterValue]) {
         self.node_id = node_id
         self.available = available
         self.is_bridge = is_bridge
         self.attributes = attributes
-    }
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        node_id = try container.decode(UInt64.self, forKey: .node_id)
-        available = try container.decodeIfPresent(Bool.self, forKey: .available) ?? false
-        is_bridge = try container.decodeIfPresent(Bool.self, forKey: .is_bridge)
-        date_commissioned = try container.decodeIfPresent(String.self, forKey: .date_commissioned)
-        last_interview = try container.decodeIfPresent(String.self, forKey: .last_interview)
-        attributes = try container.decodeIfPresent([String: MatterValue].self, forKey: .attributes) ?? [:]
     }
 
     /// The value at `endpoint/cluster/attribute`, nil when absent, null or undecodable.
@@ -121,7 +116,7 @@ struct MatterIncoming: Decodable, Sendable {
 }
 
 /// `node_event`'s data: a device event (a button press, a lock operation).
-struct MatterNodeEvent: Decodable, Sendable {
+struct MatterNodeEvent: Sendable {
     var node_id: UInt64
     var endpoint_id: Int
     var cluster_id: Int
@@ -131,11 +126,9 @@ struct MatterNodeEvent: Decodable, Sendable {
 }
 
 extension MatterNode {
-    /// A node inside a result or event (`start_listening`, `node_added`, `node_updated`, `get_node`).
+    /// A node inside a result or event (`start_listening`, `node_added`, `node_updated`, `get_node`), or a dump.
     init?(_ value: MatterValue) {
-        guard case .object(let fields) = value, let id = fields["node_id"]?.integer.map(UInt64.init) ?? fields["node_id"].flatMap({ if case .uint(let v) = $0 { v } else { nil } }) else {
-            return nil
-        }
+        guard case .object(let fields) = value, let id = fields["node_id"]?.unsigned else { return nil }
         var attributes: [String: MatterValue] = [:]
         if case .object(let values)? = fields["attributes"] { attributes = values }
         self.init(node_id: id, available: fields["available"]?.bool ?? false, is_bridge: fields["is_bridge"]?.bool, attributes: attributes)
@@ -144,11 +137,11 @@ extension MatterNode {
 
 extension MatterNodeEvent {
     init?(_ value: MatterValue) {
-        guard case .object(let fields) = value, let node = fields["node_id"]?.integer, node >= 0,
+        guard case .object(let fields) = value, let node = fields["node_id"]?.unsigned,
               let endpoint = fields["endpoint_id"]?.integer, let cluster = fields["cluster_id"]?.integer, let event = fields["event_id"]?.integer else {
             return nil
         }
-        self.init(node_id: UInt64(node), endpoint_id: Int(endpoint), cluster_id: Int(cluster), event_id: Int(event),
-                  event_number: fields["event_number"]?.integer.map { UInt64(max(0, $0)) }, data: fields["data"])
+        self.init(node_id: node, endpoint_id: Int(endpoint), cluster_id: Int(cluster), event_id: Int(event),
+                  event_number: fields["event_number"]?.unsigned, data: fields["data"])
     }
 }

@@ -20,12 +20,12 @@ final class GatewayMetrics: Sendable {
     /// A finished command: `result` is `ok` or the error code.
     func commandFinished(vendor: String, result: String, after duration: Duration) {
         registry.makeCounter(descriptor: Self.describe("lbs_commands_total", "Commands carried out or failed, by vendor and result (ok or the error code)"), labels: [("vendor", vendor), ("result", result)]).increment()
-        registry.makeDurationHistogram(descriptor: Self.describe("lbs_command_duration_seconds", "From a command's arrival to its outcome"), labels: [("vendor", vendor)], buckets: Self.latencyBuckets).recordNanoseconds(duration.nanoseconds)
+        registry.makeDurationHistogram(descriptor: Self.describe("lbs_command_duration_seconds", "From a command's arrival to its outcome"), labels: [("vendor", vendor)], buckets: Self.latencyBuckets).record(duration)
     }
 
     /// One call to a vendor to carry out commands, and how it ended.
     func vendorCall(vendor: String, after duration: Duration, error: GatewayError?) {
-        registry.makeDurationHistogram(descriptor: Self.describe("lbs_vendor_call_duration_seconds", "Vendor calls that carry out commands"), labels: [("vendor", vendor)], buckets: Self.latencyBuckets).recordNanoseconds(duration.nanoseconds)
+        registry.makeDurationHistogram(descriptor: Self.describe("lbs_vendor_call_duration_seconds", "Vendor calls that carry out commands"), labels: [("vendor", vendor)], buckets: Self.latencyBuckets).record(duration)
         if let error { vendorError(vendor: vendor, code: error.code.rawValue) }
     }
 
@@ -92,12 +92,5 @@ final class GatewayMetrics: Sendable {
         let fields = text.split(separator: " ")
         guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
-    }
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
