@@ -2,6 +2,8 @@
 # Installs the native libraries and the broker the gateway and its tests need (Debian 12).
 set -euo pipefail
 packages=(mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libxml2 openssl socat pkg-config)
+# Debian's Chromium for the status page's browser test (driven by Playwright; no browser download).
+packages+=(chromium)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -17,5 +19,13 @@ command -v swift >/dev/null 2>&1 || { echo "Swift 6.x is required: install it fr
 # The Prometheus text-format parser the metrics test checks /metrics with (the reference implementation's).
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import prometheus_client' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check prometheus-client==0.26.0 >/dev/null 2>&1 \
+    || python3 -m pip install -q --disable-pip-version-check --break-system-packages prometheus-client==0.26.0 >/dev/null 2>&1 \
     || echo "install-deps: prometheus-client not installed; the metrics test checks the text format itself" >&2
+fi
+# Playwright drives Debian's chromium in the status page test (executable_path; `playwright install` is never run).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import playwright' 2>/dev/null; then
+  # (Debian's own python3 refuses pip outside a venv: PEP 668; the second form is for that one.)
+  python3 -m pip install -q --disable-pip-version-check playwright==1.65.2 >/dev/null 2>&1 \
+    || python3 -m pip install -q --disable-pip-version-check --break-system-packages playwright==1.65.2 >/dev/null 2>&1 \
+    || echo "install-deps: playwright not installed; the status page's browser test will be skipped" >&2
 fi

@@ -173,8 +173,21 @@ public enum ConfigLoader {
         let scenes = reader.scenes(root["scenes"])
         var http = HTTPSettings()
         if let node = reader.mapping(root["http"], at: "http") {
-            reader.rejectUnknownKeys(in: node, at: "http", allowed: ["enabled", "listen"])
+            reader.rejectUnknownKeys(
+                in: node, at: "http",
+                allowed: ["enabled", "listen", "allow_commands", "username"] + ConfigReader.secretKeys("token") + ConfigReader.secretKeys("password"))
             if let enabled = reader.bool(node["enabled"], at: "http.enabled") { http.enabled = enabled }
+            if let allow = reader.bool(node["allow_commands"], at: "http.allow_commands") { http.allowCommands = allow }
+            // Secrets as for vendors: <name>_file, <name>_env or LBS_HTTP_<NAME>, never in the file itself.
+            let secrets = VendorSettings(type: "http", id: "http", options: node, path: "http")
+            var withBase = secrets
+            withBase.baseDirectory = baseDirectory
+            http.token = reader.secret("token", of: withBase, environment: environment, required: false)
+            http.username = reader.string(node["username"], at: "http.username")
+            http.password = reader.secret("password", of: withBase, environment: environment, required: http.username != nil)
+            if http.password != nil, http.username == nil {
+                reader.problem("http.username", "a password is set but no username", fix: "add http.username for basic authentication")
+            }
             if let listen = reader.string(node["listen"], at: "http.listen") {
                 if let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port), colon > listen.startIndex {
                     http.host = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))

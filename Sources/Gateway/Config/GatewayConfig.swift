@@ -66,12 +66,22 @@ public struct MQTTSettings: Sendable {
     public init(url: String) { self.url = url }
 }
 
-/// `http:` — the gateway's HTTP listener (Prometheus `GET /metrics`).
+/// `http:` — the gateway's HTTP listener: the status page (`/`), its live feed and Prometheus `GET /metrics`.
 public struct HTTPSettings: Sendable {
     public var enabled = true
     /// `host:port`; loopback by default, so nothing is exposed to the network unless asked.
     public var host = "127.0.0.1"
     public var port = 8099
+    /// Devices may be switched from the status page (through the same command path as MQTT `/set`).
+    public var allowCommands = false
+    /// `token_file` / `token_env` (`LBS_HTTP_TOKEN`): every request needs `Authorization: Bearer <token>`.
+    public var token: VendorSecret?
+    /// `username` + `password_file` / `password_env` (`LBS_HTTP_PASSWORD`): HTTP basic authentication.
+    public var username: String?
+    public var password: VendorSecret?
+
+    /// True when requests must authenticate.
+    public var requiresAuthentication: Bool { token != nil || password != nil }
 
     public init() {}
 }

@@ -25,6 +25,8 @@ public final class GatewayController {
     let bridge: BridgeAPI
     let commands: Commands
     let cache: CacheWriter?
+    /// The status page's live updates (nil without the HTTP listener).
+    nonisolated let liveFeed: LiveFeed?
 
     public init(
         config: GatewayConfig, transport: any MessageTransport, logger: Logger, persistence: Persistence? = nil,
@@ -32,13 +34,15 @@ public final class GatewayController {
     ) {
         let topics = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic)
         let context = GatewayContext(config: config, topics: topics, transport: transport, logger: logger, clock: clock, now: now, startedAt: now())
-        (hub, bridge, commands, cache) = Self.assemble(context: context, persistence: persistence)
+        let feed = config.http.enabled ? LiveFeed() : nil
+        liveFeed = feed
+        (hub, bridge, commands, cache) = Self.assemble(context: context, persistence: persistence, feed: feed)
     }
 
     /// The hub and its extensions, in dispatch order. The order is part of the topic contract: on a (re)connect
     /// the bridge topics go out first, then discovery, then each device's availability and state, then the
     /// home views; a new device's discovery goes out before its availability and its first state.
-    private static func assemble(context: GatewayContext, persistence: Persistence?) -> (GatewayHub, BridgeAPI, Commands, CacheWriter?) {
+    private static func assemble(context: GatewayContext, persistence: Persistence?, feed: LiveFeed?) -> (GatewayHub, BridgeAPI, Commands, CacheWriter?) {
         let hub = GatewayHub(context: context)
         let bridge = BridgeAPI(hub: hub)
         let commands = Commands(hub: hub, persistence: persistence)
@@ -53,6 +57,7 @@ public final class GatewayController {
         list.append(ScenesExtension(hub: hub, commands: commands, store: persistence?.store))
         list.append(RetainedSweep(hub: hub))
         list.append(MetricsExtension(hub: hub))
+        if let feed { list.append(StatusPageExtension(hub: hub, commands: commands, store: persistence?.store, feed: feed)) }
         hub.install(list)
         return (hub, bridge, commands, cache)
     }
@@ -82,6 +87,25 @@ public final class GatewayController {
     public func metricsText() -> String {
         for case let metrics as MetricsExtension in hub.extensions { return metrics.exposition() }
         return ""
+    }
+
+    /// The status page's data (`GET /api/status`).
+    func statusPageJSON() -> String {
+        hub.first(StatusPageExtension.self)?.statusJSON().render() ?? "{}"
+    }
+
+    /// The status page's 24-hour energy plot (`GET /api/energy`).
+    func energyHistoryJSON() async -> String {
+        guard let page = hub.first(StatusPageExtension.self) else { return "{}" }
+        return await page.energyHistory().render()
+    }
+
+    /// A command from the status page: exactly what an MQTT `/set` with this payload does (parser, outbox,
+    /// breaker, events). False when there is no such device.
+    func commandFromPage(device rawID: String, payload: [UInt8]) -> Bool {
+        guard let id = DeviceID(validating: rawID), hub.devices[id] != nil else { return false }
+        hub.handle(InboundMessage(topic: hub.topics.set(id), payload: payload))
+        return true
     }
 
     /// One line for systemd's `STATUS=` (what `systemctl status` shows): devices, and the vendors that are down.

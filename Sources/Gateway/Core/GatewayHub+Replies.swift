@@ -5,8 +5,10 @@ import Logging
 /// Answers and bridge events: every extension reports failures the same way, so they live in the core.
 extension GatewayHub {
     func publishEvent(_ type: String, _ data: JSON) {
-        let event: JSON = ["type": .string(type), "data": data, "time": .string(ISOTime.format(now()))]
+        let moment = now()
+        let event: JSON = ["type": .string(type), "data": data, "time": .string(ISOTime.format(moment))]
         transport.publish(topics.bridgeEvent, event.render(), qos: 1, retain: false)
+        emit(.bridgeEventPublished(type: type, data: data, time: moment))
     }
 
     static func errorJSON(_ error: GatewayError) -> JSON {

@@ -31,6 +31,8 @@ enum HubEvent {
     case homeViewUpdated(HomeAssistantDiscovery.HomeView, payload: JSON?)
     /// Something `bridge/info` shows changed (log level, storage state, drops).
     case bridgeInfoChanged
+    /// An event went out on `<base>/bridge/event` (the status page keeps the last ones).
+    case bridgeEventPublished(type: String, data: JSON, time: Date)
     /// The cache's writability may have changed (an outbox or write-behind write failed or succeeded).
     case storageHealthChanged
 }

@@ -167,3 +167,20 @@ extension Commands {
         fail(failure, device: job.command.device, context: commandContext(job.command), reply: job.reply)
     }
 }
+
+extension Commands {
+    /// Every command waiting or running, oldest first (the status page's outbox).
+    func waitingCommands() -> [JSON] {
+        let entries = lanes.flatMap { id, lane in
+            lane.jobs.enumerated().map { index, job in (id: id, job: job, running: index == 0 && lane.runnerActive && job.ready) }
+        }
+        return entries.sorted { $0.job.command.issuedAt < $1.job.command.issuedAt }.map { entry in
+            [
+                "device": .string(entry.id.rawValue), "command_id": .string(entry.job.command.id),
+                "changes": .object(entry.job.command.changes.mapValues(JSON.init)),
+                "issued_at": .string(ISOTime.format(entry.job.command.issuedAt)),
+                "state": .string(entry.running ? "running" : entry.job.ready ? "waiting" : "storing"),
+            ]
+        }
+    }
+}

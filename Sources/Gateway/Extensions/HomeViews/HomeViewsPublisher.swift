@@ -18,7 +18,7 @@ final class HomeViewsPublisher: GatewayExtension {
     static let coalesceWindow = Duration.milliseconds(200)
 
     /// `energy_home` per vendor id: the keys its devices add to `energy/home`.
-    private let allowedEnergyKeys: [String: Set<String>]
+    let allowedEnergyKeys: [String: Set<String>]
 
     init(hub: GatewayHub) {
         self.hub = hub
