@@ -56,7 +56,14 @@ extension LBSGateway {
             LoggingSystem.bootstrap { label in RuntimeLevelLogHandler(label: label, runtime: runtimeLevel) }
             let logger = Logger(label: "lbs-gateway")
             let restart = GatewayRestart()
-            let services: [any Service]
+            // One of an active/standby pair: a standby waits here, running nothing else, until it holds the lease.
+            var elector: LeaseElector?
+            if let pair = config.highAvailability {
+                let candidate = try LeaseElector(config: config, settings: pair, logger: logger)
+                try await candidate.waitUntilActive()
+                elector = candidate
+            }
+            var services: [any Service]
             do {
                 services = try GatewayService.services(
                     config: config, logger: logger, controls: BridgeControls(logLevel: runtimeLevel, restart: { restart.request() }))
@@ -64,6 +71,8 @@ extension LBSGateway {
                 FileHandle.standardError.write(Data("lbs-gateway: cannot open storage.path: \(error)\n".utf8))
                 throw ExitCode(74)
             }
+            // First, so it stops last: the lease is given up after the gateway said offline and disconnected.
+            if let elector { services.insert(LeaseService(elector: elector, logger: logger), at: 0) }
             let group = ServiceGroup(configuration: .init(
                 services: services.map { .init(service: $0) },
                 gracefulShutdownSignals: [.sigterm, .sigint],

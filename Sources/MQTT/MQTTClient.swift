@@ -228,7 +228,7 @@ final class ClientCore: Sendable {
         self.box = box
         self.isV5 = configuration.protocolVersion == .v5
         let userdata = Unmanaged.passRetained(box)
-        guard let handle = mosquitto_new(configuration.clientID, true, userdata.toOpaque()) else {
+        guard let handle = mosquitto_new(configuration.clientID, configuration.cleanStart, userdata.toOpaque()) else {
             userdata.release()
             throw MQTTError(kind: .library, code: errno, message: "mosquitto_new failed: \(String(cString: strerror(errno)))")
         }
@@ -273,10 +273,17 @@ final class ClientCore: Sendable {
                       "configuring TLS certificates")
         }
         if let will = configuration.will {
+            var properties: OpaquePointer?
+            if let delay = will.delay, configuration.protocolVersion == .v5 {
+                try check(mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_WILL_DELAY_INTERVAL.rawValue), UInt32(clamping: delay.wholeSeconds)),
+                          "setting the will delay")
+            }
+            // libmosquitto takes the property list over when the call succeeds.
             let rc = will.payload.withUnsafeBytes { bytes in
                 mosquitto_will_set_v5(handle, will.topic, Int32(bytes.count), bytes.baseAddress, will.qos.rawValue,
-                                      will.retain, nil)
+                                      will.retain, properties)
             }
+            if rc != .mosqSuccess, properties != nil { mosquitto_property_free_all(&properties) }
             try check(rc, "setting the will")
         }
     }
@@ -375,9 +382,18 @@ final class ClientCore: Sendable {
             box.lastRefusal.store(0, ordering: .sequentiallyConsistent)
             box.tlsFailure.withLock { $0 = nil }
             closeGate()
-            var rc = connectParametersStored
-                ? mosquitto_reconnect(handle)
-                : mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, nil)
+            var rc: Int32
+            if let expiry = configuration.sessionExpiry, isV5 {
+                // The session expiry goes with every CONNECT, so a reconnect resumes the same session.
+                var properties: OpaquePointer?
+                _ = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), UInt32(clamping: expiry.wholeSeconds))
+                rc = mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, properties)
+                mosquitto_property_free_all(&properties)
+            } else {
+                rc = connectParametersStored
+                    ? mosquitto_reconnect(handle)
+                    : mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, nil)
+            }
             let connectFailure: MQTTError? = rc == .mosqSuccess
                 ? nil : .library(rc, "connecting to \(broker) failed")
             connectParametersStored = connectParametersStored || rc != .mosqInvalid

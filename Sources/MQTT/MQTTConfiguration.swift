@@ -112,6 +112,9 @@ public struct MQTTWill: Sendable, Equatable {
     public var qos: MQTTQoS
     /// Whether the broker retains the will message.
     public var retain: Bool
+    /// MQTT 5 Will Delay Interval: the broker waits this long, and drops the will if the session is resumed
+    /// meanwhile (a standby taking over the same client id). nil: published at once.
+    public var delay: Duration?
 
     /// Creates a will with a binary payload.
     public init(topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = true) {
@@ -159,6 +162,11 @@ public struct MQTTConfiguration: Sendable {
     public var tls: MQTTTLSOptions?
     /// Optional Last Will.
     public var will: MQTTWill?
+    /// False to resume the broker's session for this client id (its subscriptions and the QoS 1 messages queued
+    /// while disconnected); with MQTT 5 the session lasts `sessionExpiry` after a disconnect.
+    public var cleanStart = true
+    /// MQTT 5 Session Expiry Interval, sent on every CONNECT; nil: the session ends with the connection.
+    public var sessionExpiry: Duration?
     /// Reconnect back-off.
     public var reconnect = MQTTReconnectPolicy()
     /// Inbound messages buffered for the consumer; further messages are dropped and counted.

@@ -52,7 +52,7 @@ public enum ConfigLoader {
             reader.problem("(file)", "expected a mapping at the top level", fix: "start with 'mqtt:' and 'vendors:' sections")
             return nil
         }
-        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts", "scenes", "http"])
+        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts", "scenes", "http", "high_availability"])
 
         // mqtt
         let mqttNode = reader.mapping(root["mqtt"], at: "mqtt", required: environment[Environment.url] == nil)
@@ -238,9 +238,35 @@ public enum ConfigLoader {
         config.alerts = alerts
         config.scenes = scenes
         config.http = http
+        config.highAvailability = readHighAvailability(root["high_availability"], mqtt: config.mqtt, reader: &reader, environment: environment)
         // `unusual_consumption` compares with the cache's hourly history: without `storage:` there is none.
         if storage == nil { config.alerts.consumptionFactor = 0 }
         return config
+    }
+
+    /// `high_availability: {node_id, lease_keepalive, settle}`; `node_id` defaults to `LBS_NODE_ID`, then the host name.
+    static func readHighAvailability(
+        _ node: ConfigNode?, mqtt: MQTTSettings, reader: inout ConfigReader, environment: [String: String]
+    ) -> HighAvailabilitySettings? {
+        guard let node = reader.mapping(node, at: "high_availability") else { return nil }
+        reader.rejectUnknownKeys(in: node, at: "high_availability", allowed: ["enabled", "node_id", "lease_keepalive", "settle"])
+        if reader.bool(node["enabled"], at: "high_availability.enabled") == false { return nil }
+        let nodeID = reader.string(node["node_id"], at: "high_availability.node_id")
+            ?? environment["LBS_NODE_ID"] ?? ProcessInfo.processInfo.hostName
+        guard !nodeID.isEmpty, nodeID.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
+            reader.problem("high_availability.node_id", "'\(nodeID)' is not a usable node id", fix: "use letters, digits, '-', '_' or '.', different on each box")
+            return nil
+        }
+        var settings = HighAvailabilitySettings(nodeID: nodeID)
+        if let keepAlive = reader.number(node["lease_keepalive"], at: "high_availability.lease_keepalive", range: 5...60) {
+            settings.leaseKeepAlive = Int(keepAlive)
+        }
+        if let settle = reader.number(node["settle"], at: "high_availability.settle", range: 0.1...10) { settings.settle = settle }
+        // The takeover resumes the active's MQTT 5 session (queued commands, delayed will); 3.1.1 has neither.
+        if mqtt.version != .v5 {
+            reader.problem("high_availability", "an active/standby pair needs MQTT 5", fix: "remove mqtt.version: 3.1.1")
+        }
+        return settings
     }
 
     /// `energy_home: true|false|[keys]`: which energy keys an entry adds to `<base>/energy/home`.

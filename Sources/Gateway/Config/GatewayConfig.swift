@@ -16,6 +16,8 @@ public struct GatewayConfig: Sendable {
     /// Scenes from the config file (`scenes:`); more come from `scene/add` and live in the cache.
     public var scenes: [Scene] = []
     public var http = HTTPSettings()
+    /// `high_availability:` — one of two gateways on two boxes with the same config; nil for a single gateway.
+    public var highAvailability: HighAvailabilitySettings?
 
     public init(
         mqtt: MQTTSettings, homeAssistant: HomeAssistantSettings = .init(), storage: StorageSettings? = nil,
@@ -84,6 +86,25 @@ public struct HTTPSettings: Sendable {
     public var requiresAuthentication: Bool { token != nil || password != nil }
 
     public init() {}
+}
+
+/// `high_availability:` — an active/standby pair elected through the broker (see `LeaseElector`).
+public struct HighAvailabilitySettings: Sendable {
+    /// This box's name in the pair (`node_id`, else `LBS_NODE_ID`, else the host name): unique per box.
+    public var nodeID: String
+    /// Keepalive of the lease connection: the broker clears a dead active's lease within 1.5 × this.
+    public var leaseKeepAlive: Int = 5
+    /// How long a claim waits for a competing claim before it counts.
+    public var settle: Double = 0.5
+
+    public init(nodeID: String) { self.nodeID = nodeID }
+
+    /// How long the broker holds the active's `bridge/state` will (MQTT 5 Will Delay): longer than a takeover,
+    /// so Home Assistant never sees the pair offline while the standby takes the session over.
+    public var willDelay: Int { leaseKeepAlive * 3 / 2 + Int(settle.rounded(.up)) + 10 }
+    /// How long the broker keeps the active's session (its subscriptions and the QoS 1 commands queued for it)
+    /// after the connection is gone: a few seconds past the will delay, so queued commands are never old.
+    public var sessionExpiry: Int { willDelay + 5 }
 }
 
 public struct HomeAssistantSettings: Sendable {

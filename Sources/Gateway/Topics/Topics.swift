@@ -14,6 +14,8 @@ public struct Topics: Sendable {
     }
 
     public var bridgeState: String { "\(base)/bridge/state" }
+    /// The active/standby pair's lease (retained: the active node; cleared by its Last Will).
+    public var bridgeLease: String { "\(base)/bridge/lease" }
     public var bridgeInfo: String { "\(base)/bridge/info" }
     public var bridgeDevices: String { "\(base)/bridge/devices" }
     public var bridgeEvent: String { "\(base)/bridge/event" }

@@ -1,0 +1,234 @@
+import Foundation
+import GatewayModel
+import Logging
+import MQTT
+import ServiceLifecycle
+import Synchronization
+
+/// The active/standby pair (`high_availability:`), elected through the broker.
+///
+/// - The lease is the retained `<base>/bridge/lease`: `{"node","claim","since"}` of the active node. The active
+///   holds it on a connection of its own (short keepalive) whose Last Will is an empty retained message, so
+///   the broker clears the lease within 1.5 × `lease_keepalive` of the active's death.
+/// - A node whose observer sees the lease free claims it, waits until its own claim comes back and then
+///   `settle` longer: when two claim at once, the broker orders the claims and every node sees the same
+///   last one, which wins. The loser disconnects cleanly (no will), leaving the winner's lease in place.
+/// - Only the active runs the gateway. It takes over the previous active's MQTT 5 session (same client id,
+///   no clean start): the QoS 1 commands queued during the takeover are delivered to it, and the session
+///   takeover drops the old active's delayed `bridge/state` will, so Home Assistant never sees the pair offline.
+/// - An active that loses its lease (its lease connection dropped, or another claim appeared) stops at once:
+///   carrying on could run commands beside the new active. systemd starts it again, as a standby.
+public final class LeaseElector: Sendable {
+    public enum Failure: Error, CustomStringConvertible {
+        case observerFailed(String)
+        public var description: String {
+            switch self {
+            case .observerFailed(let reason): "the lease observer could not start: \(reason)"
+            }
+        }
+    }
+
+    private struct State {
+        /// The claim id of the newest lease message (nil: the lease is free), and its node.
+        var claim: String?
+        var node: String?
+        /// When the lease topic was subscribed (the retained lease, if any, arrives right after).
+        var subscribedAt: ContinuousClock.Instant?
+        var observerConnected = false
+    }
+
+    let settings: HighAvailabilitySettings
+    let topic: String
+    private let logger: Logger
+    private let base: MQTTConfiguration
+    private let state = Mutex(State())
+    private let observer: MQTTClient
+    private let leaseClient = Mutex<MQTTClient?>(nil)
+    private let ownClaim = Mutex<String?>(nil)
+    private let notifier: SystemdNotifier
+
+    public init(config: GatewayConfig, settings: HighAvailabilitySettings, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) throws {
+        self.settings = settings
+        self.logger = logger
+        self.notifier = notifier
+        topic = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic).bridgeLease
+        var base = try MQTTTransport.configuration(for: config)
+        base.will = nil
+        base.cleanStart = true
+        base.sessionExpiry = nil
+        self.base = base
+        var observing = base
+        observing.clientID = config.mqtt.clientID + "-observer-" + settings.nodeID
+        observer = try MQTTClient(configuration: observing)
+    }
+
+    /// Returns once this node holds the lease; a standby waits here (nothing else of the gateway runs).
+    public func waitUntilActive() async throws {
+        startObserver()
+        var reportedHolder: String?
+        var lastPing = ContinuousClock.now
+        notifier.notify(["READY=1", "STATUS=standby: looking for the active node"])
+        while !Task.isCancelled {
+            if let interval = notifier.watchdogInterval, ContinuousClock.now - lastPing >= interval {
+                notifier.notify(["WATCHDOG=1"])
+                lastPing = .now
+            }
+            let snapshot = state.withLock { $0 }
+            // The retained lease (if any) arrives right after the subscription: wait a moment before deciding.
+            guard snapshot.observerConnected, let subscribed = snapshot.subscribedAt, ContinuousClock.now - subscribed >= .milliseconds(300) else {
+                try await Task.sleep(for: .milliseconds(50))
+                continue
+            }
+            if let holder = snapshot.node, holder != settings.nodeID {
+                if reportedHolder != holder {
+                    logger.notice("standby: node \(holder) holds the lease (\(topic)); this node (\(settings.nodeID)) waits and takes over when it goes")
+                    notifier.notify(["STATUS=standby: \(holder) is active"])
+                    reportedHolder = holder
+                }
+                try await Task.sleep(for: .milliseconds(50))
+                continue
+            }
+            // Free, or a lease of this node's previous run (its lease connection is taken over by the claim).
+            if try await claim() {
+                logger.notice("active: this node (\(settings.nodeID)) holds the lease; starting the gateway")
+                return
+            }
+            reportedHolder = nil
+        }
+        throw CancellationError()
+    }
+
+    /// Until the lease is lost (returns why) or `stop()` is called (returns nil).
+    func watch() async -> String? {
+        while !Task.isCancelled {
+            guard let own = ownClaim.withLock({ $0 }) else { return nil }
+            let snapshot = state.withLock { $0 }
+            if leaseClient.withLock({ $0?.isConnected }) != true { return "the lease connection to the broker was lost" }
+            if !snapshot.observerConnected { return "the lease observer's connection to the broker was lost" }
+            if snapshot.claim != own {
+                return snapshot.node.map { "node \($0) took the lease" } ?? "the lease was cleared (the broker lost this node's lease connection)"
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    /// Closes the lease connection without its will (the lease now belongs to someone else).
+    func abandon() async {
+        let client = leaseClient.withLock { client in defer { client = nil }; return client }
+        await client?.shutdown()
+    }
+
+    /// Gives the lease up on a clean stop (the standby takes over at once) and closes both connections.
+    func release() async {
+        let client = leaseClient.withLock { client in defer { client = nil } ; return client }
+        let own = ownClaim.withLock { own in defer { own = nil }; return own }
+        if let client {
+            if own != nil, state.withLock({ $0.claim }) == own {
+                _ = try? await client.publishAndWait(topic, [UInt8](), qos: .atLeastOnce, retain: true, timeout: .seconds(2))
+            }
+            await client.shutdown()
+        }
+        await observer.shutdown()
+    }
+
+    // MARK: - Internals
+
+    private func startObserver() {
+        Task { [self] in
+            for await message in observer.messages where message.topic == topic {
+                let lease = Self.parse(message.payload)
+                state.withLock { $0.claim = lease?.claim; $0.node = lease?.node }
+            }
+        }
+        Task { [self] in
+            for await event in observer.connectionEvents {
+                switch event {
+                case .connected:
+                    state.withLock { $0.observerConnected = true; $0.subscribedAt = nil }
+                    do {
+                        try await observer.subscribeAndWait([topic], qos: .atLeastOnce)
+                        state.withLock { $0.subscribedAt = .now }
+                    } catch {
+                        logger.warning("lease observer: subscribing to \(topic) failed: \(error)")
+                    }
+                case .disconnected, .connectFailed:
+                    state.withLock { $0.observerConnected = false; $0.subscribedAt = nil }
+                }
+            }
+        }
+        observer.start()
+    }
+
+    /// One claim: true when this node won it.
+    private func claim() async throws -> Bool {
+        var configuration = base
+        configuration.clientID = base.clientID + "-lease-" + settings.nodeID
+        configuration.keepAlive = .seconds(settings.leaseKeepAlive)
+        configuration.will = MQTTWill(topic: topic, payload: [UInt8](), qos: .atLeastOnce, retain: true)
+        configuration.offlineQueueLimit = 1
+        let client = try MQTTClient(configuration: configuration)
+        client.start()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !client.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        guard client.isConnected else {
+            await client.shutdown()
+            return false
+        }
+        let claimID = UUID().uuidString.prefix(8).lowercased()
+        let payload = #"{"node":"\#(settings.nodeID)","claim":"\#(claimID)","since":"\#(ISOTime.format(Date()))"}"#
+        do {
+            try await client.publishAndWait(topic, payload, qos: .atLeastOnce, retain: true, timeout: .seconds(5))
+        } catch {
+            await client.shutdown()
+            return false
+        }
+        // Our claim comes back through the observer; any claim after it (within `settle`) beats it.
+        let echoDeadline = ContinuousClock.now + .seconds(5)
+        var echoed = false
+        while ContinuousClock.now < echoDeadline {
+            if state.withLock({ $0.claim }) == String(claimID) { echoed = true; break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        if echoed { try await Task.sleep(for: .seconds(settings.settle)) }
+        let (latest, holder) = state.withLock { ($0.claim, $0.node) }
+        guard echoed, latest == String(claimID), client.isConnected else {
+            logger.notice("lease claim lost to \(holder ?? "nobody"); staying standby")
+            await client.shutdown()  // a clean disconnect: no will, the winner's lease stays
+            return false
+        }
+        leaseClient.withLock { $0 = client }
+        ownClaim.withLock { $0 = String(claimID) }
+        return true
+    }
+
+    private static func parse(_ payload: [UInt8]) -> (claim: String, node: String)? {
+        guard !payload.isEmpty, case .success(.object(let fields)) = StrictJSON.parse(payload),
+              case .string(let node)? = fields["node"], case .string(let claim)? = fields["claim"] else { return nil }
+        return (claim, node)
+    }
+}
+
+/// Runs beside the gateway on the active node: stops the process the moment the lease is lost, and gives the
+/// lease up on a clean stop. First in the service group, so it stops last (after the gateway said offline).
+public struct LeaseService: Service {
+    let elector: LeaseElector
+    let logger: Logger
+
+    public init(elector: LeaseElector, logger: Logger) {
+        self.elector = elector
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let lost = await cancelWhenGracefulShutdown { await elector.watch() }
+        if let lost {
+            // No graceful stop: it would publish `offline` over the new active's `online` and run the outbox.
+            logger.critical("lease lost: \(lost); stopping so the other node is the only active one (systemd starts this one again as standby)")
+            // A clean DISCONNECT of the lease connection first: its will would clear the new holder's lease.
+            await elector.abandon()
+            exit(75)
+        }
+        await elector.release()
+    }
+}
