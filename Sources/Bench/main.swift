@@ -97,6 +97,27 @@ if mode == "overload" {
     await broker.stop()
 }
 
+// Soak: 1,000 demo devices and a simulated house, a QoS 1 command every 100 ms, the broker restarted every 5 min and
+// the vendor down every 7 min (both divided by `compression`); every command's reply counted, RSS slope.
+//   lbs-bench soak [minutes] [compression] [devices]   (defaults 30 10 1000: a restart every 30 s, an outage every 42 s)
+if mode == "soak" {
+    let arguments = Array(CommandLine.arguments.dropFirst(2))
+    let minutes = arguments.count > 0 ? Double(arguments[0]) ?? 30 : 30
+    let compression = arguments.count > 1 ? Double(arguments[1]) ?? 10 : 10
+    let devices = arguments.count > 2 ? Int(arguments[2]) ?? 1000 : 1000
+    let result = try await SoakBench.run(minutes: minutes, compression: compression, devices: devices)
+    line("soak", String(format: "%.1f min, %d devices, %d broker restarts, %d vendor outages", minutes, devices + 6, result.brokerRestarts, result.vendorOutages))
+    line("commands", "\(result.sent) sent, \(result.replies.count) answered; outcomes \(result.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+    line("lost", "\(result.lost.count)\(result.lost.isEmpty ? "" : " (" + result.lost.prefix(20).map(String.init).joined(separator: ", ") + ")")")
+    line("answered_twice", "\(result.duplicated.count)\(result.duplicated.isEmpty ? "" : " (" + result.duplicated.prefix(20).map(String.init).joined(separator: ", ") + ")")")
+    line("vendor_control_calls", "\(result.vendorControlCalls) at the simulator for \(result.consciousnessOK) ok house commands")
+    line("rss_mb", result.rss.map { String(format: "%.0f s: %.1f", $0.seconds, Double($0.kb) / 1024) }.joined(separator: ", "))
+    line("rss_slope", String(format: "%.1f KB/min after the first fifth (min %.1f MB, max %.1f MB)", result.slopeKBPerMinute,
+                              Double(result.rss.map(\.kb).min() ?? 0) / 1024, Double(result.rss.map(\.kb).max() ?? 0) / 1024))
+    line("waited_for_gateway_after_restarts", String(format: "%.1f s in total", result.waitedForGateway))
+    if !result.lost.isEmpty || !result.duplicated.isEmpty { exit(1) }
+}
+
 // What the SQLite cache adds to a command: /set → vendor HTTP → state with and without storage, and plain HTTP.
 if mode == "storage" {
     let iterations = Int(CommandLine.arguments.dropFirst(2).first ?? "") ?? 500

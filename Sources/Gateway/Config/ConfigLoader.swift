@@ -58,7 +58,7 @@ public enum ConfigLoader {
         let mqttNode = reader.mapping(root["mqtt"], at: "mqtt", required: environment[Environment.url] == nil)
         reader.rejectUnknownKeys(in: mqttNode, at: "mqtt", allowed: [
             "url", "base_topic", "client_id", "version", "username", "password_file", "keepalive", "ca_file", "cert_file",
-            "key_file", "retain_state", "max_payload_bytes", "reconnect_min_delay", "reconnect_max_delay",
+            "key_file", "retain_state", "max_payload_bytes", "reconnect_min_delay", "reconnect_max_delay", "session_expiry",
             "state_heartbeat", "response_topic_prefixes",
             "ca_path", "offline_queue_size", "max_backlog",
         ])
@@ -110,6 +110,12 @@ public enum ConfigLoader {
         if let limit = reader.number(mqttNode?["max_payload_bytes"], at: "mqtt.max_payload_bytes", range: 64...16_777_216) { mqtt.maxPayloadBytes = Int(limit) }
         if let delay = reader.number(mqttNode?["reconnect_min_delay"], at: "mqtt.reconnect_min_delay", range: 0.05...60) { mqtt.reconnectMinDelay = delay }
         if let delay = reader.number(mqttNode?["reconnect_max_delay"], at: "mqtt.reconnect_max_delay", range: 0.1...3600) { mqtt.reconnectMaxDelay = delay }
+        if let expiry = reader.number(mqttNode?["session_expiry"], at: "mqtt.session_expiry", range: 0...86_400) {
+            mqtt.sessionExpiry = Int(expiry)
+            if expiry > 0, mqtt.version != .v5 {
+                reader.problem("mqtt.session_expiry", "a session that outlives the connection needs MQTT 5 here", fix: "remove mqtt.version: 3.1.1, or session_expiry")
+            }
+        }
         if let seconds = reader.number(mqttNode?["state_heartbeat"], at: "mqtt.state_heartbeat", range: 1...86_400) { mqtt.stateHeartbeat = seconds }
         switch mqttNode?["response_topic_prefixes"] {
         case .none, .null?: break

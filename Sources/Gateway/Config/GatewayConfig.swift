@@ -54,6 +54,10 @@ public struct MQTTSettings: Sendable {
     public var maxPayloadBytes: Int = 65_536
     public var reconnectMinDelay: Double = 0.5
     public var reconnectMaxDelay: Double = 30
+    /// `session_expiry` (s, MQTT 5): when above 0, the broker keeps the gateway's session (its command subscriptions
+    /// and the QoS 1 commands sent meanwhile) this long after a disconnect, and a reconnect resumes it. 0: a clean
+    /// session per connection.
+    public var sessionExpiry: Int = 0
     /// An unchanged device state is published again (to refresh `last_seen`) at most this often, in seconds.
     public var stateHeartbeat: Double = 60
     /// v5 Response Topics the gateway answers on. Empty: any topic outside `<base>/` and the Home Assistant

@@ -56,11 +56,15 @@ public struct MQTTTransport: MessageTransport {
                                       certificateFile: config.mqtt.certFile, keyFile: config.mqtt.keyFile)
         }
         mqtt.will = MQTTWill(topic: Topics(base: config.mqtt.baseTopic).bridgeState, payload: #"{"state":"offline"}"#, qos: .atLeastOnce, retain: true)
+        if config.mqtt.sessionExpiry > 0 {
+            mqtt.cleanStart = false
+            mqtt.sessionExpiry = .seconds(config.mqtt.sessionExpiry)
+        }
         if let pair = config.highAvailability {
             // The standby takes over this very session when the active dies: the commands queued for it meanwhile
             // are delivered, and the delayed will is dropped, so Home Assistant never sees the pair offline.
             mqtt.cleanStart = false
-            mqtt.sessionExpiry = .seconds(pair.sessionExpiry)
+            mqtt.sessionExpiry = .seconds(max(pair.sessionExpiry, config.mqtt.sessionExpiry))
             mqtt.will?.delay = .seconds(pair.willDelay)
         }
         mqtt.reconnect = MQTTReconnectPolicy(
