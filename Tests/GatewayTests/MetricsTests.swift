@@ -54,6 +54,8 @@ import Testing
         #expect(text.contains("lbs_command_duration_seconds_bucket") && text.contains("lbs_vendor_call_duration_seconds_count"))
         #expect(text.contains("lbs_devices ") && text.contains("lbs_process_resident_memory_bytes") && text.contains("lbs_database_size_bytes"))
         #expect(text.contains("lbs_mqtt_messages_in_total"))
+        // The cache's write-behind has written the demo's states by now: its transactions are timed.
+        #expect(text.contains("lbs_cache_write_batch_seconds_count "), "\(text.prefix(3000))")
         if let samples = try await Self.parse(text) {
             #expect(samples.contains("counter lbs_commands_total{result=ok,vendor=demo} 1"), "\(samples.prefix(20))")
             #expect(samples.contains { $0.hasPrefix("histogram lbs_command_duration_seconds_count{vendor=demo}") })

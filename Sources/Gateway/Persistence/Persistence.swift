@@ -198,9 +198,20 @@ public final class Persistence: Sendable {
         waiter?.resume()
     }
 
+    /// How long each telemetry transaction took, until the metrics take them (at most 1,000 kept).
+    private let batchDurations = Mutex<[Duration]>([])
+
+    /// The durations of the telemetry transactions since the last call (`lbs_cache_write_batch_seconds`).
+    func takeBatchDurations() -> [Duration] {
+        batchDurations.withLock { durations in defer { durations.removeAll() }; return durations }
+    }
+
     private func write(_ batch: TelemetryBatch) {
         do {
+            let started = ContinuousClock.now
             try store.writeTelemetry(batch)
+            let took = ContinuousClock.now - started
+            batchDurations.withLock { if $0.count < 1_000 { $0.append(took) } }
             health.recordSuccess()
         } catch {
             // Logged by the cache writer when the storage state flips (see `noteStorageChange`), not per failed batch.

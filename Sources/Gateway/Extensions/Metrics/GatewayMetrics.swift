@@ -29,6 +29,15 @@ final class GatewayMetrics: Sendable {
         if let error { vendorError(vendor: vendor, code: error.code.rawValue) }
     }
 
+    /// One telemetry transaction of the cache's write-behind (states, readings, registry rows).
+    func cacheBatch(after duration: Duration) {
+        registry.makeDurationHistogram(descriptor: Self.describe("lbs_cache_write_batch_seconds", "Telemetry transactions of the cache's write-behind"),
+                                       buckets: Self.cacheBuckets).record(duration)
+    }
+
+    private static let cacheBuckets: [Duration] = [.milliseconds(1), .milliseconds(2.5), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+                                                   .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1)]
+
     func vendorError(vendor: String, code: String) {
         registry.makeCounter(descriptor: Self.describe("lbs_vendor_errors_total", "Vendor failures by error code (command calls and health changes)"), labels: [("vendor", vendor), ("code", code)]).increment()
     }

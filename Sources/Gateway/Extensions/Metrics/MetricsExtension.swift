@@ -39,6 +39,9 @@ final class MetricsExtension: GatewayExtension {
     }
 
     func snapshot() -> GatewayMetrics.Snapshot {
+        if let persistence = hub.first(CacheWriter.self)?.persistence {
+            for duration in persistence.takeBatchDurations() { hub.metrics.cacheBatch(after: duration) }
+        }
         var report = BridgeReport()
         for item in hub.extensions { item.report(into: &report) }
         func number(_ value: JSON?) -> Int? { if case .number(let n)? = value { Int(n) } else { nil } }
