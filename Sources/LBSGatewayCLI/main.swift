@@ -1,5 +1,6 @@
 import ArgumentParser
 import Cache
+import CMalloc
 import Foundation
 import Gateway
 import Logging
@@ -49,6 +50,9 @@ extension LBSGateway {
         var logLevel: String?
 
         func run() async throws {
+            // One malloc arena: glibc otherwise gives each busy thread its own (up to 8 per core), each keeping
+            // its freed pages; the gateway's few threads do not contend enough to need them (~4 MB at 1,000 devices).
+            _ = mallopt(M_ARENA_MAX, 1)
             let config = try options.loadOrExit()
             let levelName = logLevel ?? config.logLevel
             // One shared level: `bridge/request/options` {"log_level":…} changes it at runtime.

@@ -1,0 +1,2 @@
+// glibc's mallopt: malloc.h is not part of Swift's Glibc module.
+#include <malloc.h>
