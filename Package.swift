@@ -6,6 +6,15 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// deploy/fuzz.sh builds with LBS_FUZZ=1: the modules that read outside bytes (model, vendor kit, vendors,
+/// gateway) and the fuzz targets then get libFuzzer's coverage and AddressSanitizer. Dependencies keep their
+/// flags, so their build is the one the tests use; without the variable nothing changes.
+let fuzzing = Context.environment["LBS_FUZZ"] == "1"
+let fuzzed: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+/// The fuzz targets themselves: in a normal build they are replay tools that run inputs given as arguments.
+let fuzzTarget: [SwiftSetting] = fuzzing ? fuzzed + [.define("LIBFUZZER")] : []
+let fuzzLink: [LinkerSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+
 /// The vendors, one target each (`Vendor<name>` in Sources/Vendors/<name>), with what only they need.
 /// Adding a vendor: its folder, one line here, one line in Sources/Gateway/Config/VendorRegistry.swift.
 let vendors: [(name: String, dependencies: [Target.Dependency])] = [
@@ -71,7 +80,7 @@ let package = Package(
         .target(name: "CurlHTTP", dependencies: ["CCurl"], swiftSettings: strict),
 
         // The normalized model every vendor produces and the publisher consumes.
-        .target(name: "GatewayModel", swiftSettings: strict),
+        .target(name: "GatewayModel", swiftSettings: strict + fuzzed),
         // Breaker, retry, quotas: pure logic with an injected clock.
         .target(name: "Resilience", dependencies: ["GatewayModel"], swiftSettings: strict),
         // SQLite cache, outbox and history through GRDB on Debian's libsqlite3.
@@ -84,14 +93,14 @@ let package = Package(
                 "GatewayModel", "Resilience", "CurlHTTP",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strict
+            swiftSettings: strict + fuzzed
         ),
     ] + vendors.map { vendor in
         // One target per vendor (Sources/Vendors/<Name>), so a dependency reaches only the vendors that need it.
         .target(
             name: "Vendor\(vendor.name)", dependencies: ["VendorKit", "GatewayModel", "Resilience", "CurlHTTP",
                 .product(name: "Logging", package: "swift-log")] + vendor.dependencies,
-            path: "Sources/Vendors/\(vendor.name)", swiftSettings: strict
+            path: "Sources/Vendors/\(vendor.name)", swiftSettings: strict + fuzzed
         )
     } + [
         // The controller: config, topics, discovery, router, publisher, services.
@@ -106,7 +115,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ] + vendorTargets,
-            swiftSettings: strict
+            swiftSettings: strict + fuzzed
         ),
         .executableTarget(
             name: "LBSGatewayCLI",
@@ -155,6 +164,18 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")],
             path: "Sources/Bench",
             swiftSettings: strict
+        ),
+
+        // libFuzzer harnesses (deploy/fuzz.sh); the command parser's is built by the script alone.
+        .target(name: "FuzzDriver", path: "Fuzz/FuzzDriver", swiftSettings: strict + fuzzTarget),
+        .executableTarget(
+            name: "ConfigFuzz", dependencies: ["FuzzDriver", "Gateway", "VendorKit"], path: "Fuzz/ConfigFuzz",
+            swiftSettings: strict + fuzzTarget, linkerSettings: fuzzLink
+        ),
+        .executableTarget(
+            name: "VendorFuzz",
+            dependencies: ["FuzzDriver", "GatewayModel", "VendorKit", "CurlHTTP", "Resilience"] + vendorTargets,
+            path: "Fuzz/VendorFuzz", swiftSettings: strict + fuzzTarget, linkerSettings: fuzzLink
         ),
 
         .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),

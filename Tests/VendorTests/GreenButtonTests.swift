@@ -29,6 +29,18 @@ import VendorTesting
         #expect(gas.usagePoints.first?.service == .gas && gas.usagePoints.first?.series.first?.readingType.uom == 169)
     }
 
+    /// Found by the vendors fuzz target (Fuzz/corpus/vendors/fuzz-found-xml-name-not-utf8.xml): an element name
+    /// that is not UTF-8 trapped inside Foundation's XMLParser; such a file is now refused with a reason.
+    @Test func aFileThatIsNotUTF8IsRefusedNotACrash() {
+        let bytes = Array("<?xml version='1.0' encoding='UTF-8'?>\n<a><b".utf8) + [0xFF, 0xFF] + Array(">1</b".utf8) + [0xFF, 0xFF] + Array("></a>\n".utf8)
+        #expect(throws: GreenButtonFeed.ParseError.self) { try GreenButtonFeed.parse(Data(bytes)) }
+        do {
+            _ = try GreenButtonFeed.parse(Data(bytes))
+        } catch {
+            #expect(error.description.contains("not UTF-8"))
+        }
+    }
+
     @Test func aFolderOfDownloadsGivesOneDevicePerUsagePointWithCountersAndHistoryAtTheFilesTimes() async throws {
         let directory = try TemporaryDirectory()
         try FileManager.default.copyItem(atPath: Self.electricity, toPath: directory.path + "/2026-11-01.xml")

@@ -48,6 +48,11 @@ struct GreenButtonFeed: Sendable {
 
     /// Parses an Atom feed; throws with the line of the first XML error, or when no usage data is in it.
     static func parse(_ data: Data) throws(ParseError) -> GreenButtonFeed {
+        // Foundation's XMLParser traps on an element name that is not UTF-8 (libxml2 hands the bytes on);
+        // Green Button files are UTF-8, so other bytes are refused before it sees them.
+        guard String(validating: data, as: UTF8.self) != nil else {
+            throw ParseError(description: "not a Green Button XML file (it is not UTF-8 text)")
+        }
         let collector = EntryCollector()
         let parser = XMLParser(data: data)
         parser.shouldProcessNamespaces = true
