@@ -174,6 +174,8 @@ import Testing
         let gateway = try await GatewayHarness.start(mqtt: "version: \"3.1.1\"")
         defer { Task { await gateway.stop() } }
         #expect(gateway.config.mqtt.version == .v311)
+        // A QoS 0 /set sent before the gateway subscribed would be gone: wait until it announced itself online.
+        await gateway.waitUntilOnline()
         let client = try await TestMQTTClient.connect(to: gateway.broker.url, protocolVersion: .v311)
         try await client.subscribe("lbs/device/demo_light")
         try await client.publish("lbs/device/demo_light/set", #"{"state":"ON"}"#, qos: .atMostOnce)

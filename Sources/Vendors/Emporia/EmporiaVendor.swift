@@ -72,7 +72,11 @@ public final class EmporiaVendor: Vendor {
         func walk(_ list: [WireUsages.DeviceUsage]) {
             for device in list {
                 for channel in device.channelUsages ?? [] {
-                    let watts = channel.usage.flatMap { $0.isFinite ? ($0 * 60_000 * 10).rounded() / 10 : nil }
+                    // A huge finite usage would overflow to infinity: such a reading is dropped, not published.
+                    let watts = channel.usage.flatMap { usage -> Double? in
+                        let value = (usage * 60_000 * 10).rounded() / 10
+                        return value.isFinite ? value : nil
+                    }
                     channels[device.deviceGid, default: []].append((channel.channelNum, channel.name, watts))
                     walk(channel.nestedDevices ?? [])
                 }
