@@ -1,6 +1,7 @@
 import Cache
 import Foundation
 @testable import Gateway
+import GatewayTesting
 import Testing
 import VendorKit
 
@@ -109,5 +110,25 @@ import VendorKit
         #expect(paths == ["storage.retention.environment_days", "storage.retention.energy_days",
                           "storage.retention.interval", "storage.retention.keep"])
         #expect(failure.problems.contains { $0.message.contains("shorter than raw_days") })
+    }
+}
+
+/// Inputs the config fuzz target found (`Fuzz/corpus/config/fuzz-found-*`): every problem names where it is.
+@Suite struct ConfigFuzzFindingsTests {
+    @Test func anEmptyKeyIsAProblemWithAPath() throws {
+        for yaml in ["\"\": 1\nmqtt: {url: \"mqtt://127.0.0.1:1883\"}\nvendors: [{type: demo, id: demo}]",
+                     "mqtt: {url: \"mqtt://127.0.0.1:1883\", \"\": 2}\nvendors: [{type: demo, id: demo}]"] {
+            guard case .failure(let failure) = ConfigLoader.parse(yaml: yaml) else {
+                Issue.record("an empty key must be refused")
+                continue
+            }
+            #expect(failure.problems.allSatisfy { !$0.path.isEmpty && !$0.message.isEmpty && !$0.fix.isEmpty }, "\(failure)")
+            #expect(failure.problems.contains { $0.message == "an empty key" && $0.path.hasSuffix("\"\"") })
+        }
+        let root = try #require(Fixtures.packageRoot())
+        let found = try String(contentsOfFile: root + "/Fuzz/corpus/config/fuzz-found-empty-key.yaml", encoding: .utf8)
+        if case .failure(let failure) = ConfigLoader.parse(yaml: found) {
+            #expect(failure.problems.allSatisfy { !$0.path.isEmpty && !$0.message.isEmpty && !$0.fix.isEmpty }, "\(failure)")
+        }
     }
 }

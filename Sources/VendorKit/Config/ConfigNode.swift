@@ -68,6 +68,11 @@ public struct ConfigReader {
     public mutating func rejectUnknownKeys(in node: ConfigNode?, at path: String, allowed: [String]) {
         guard let node else { return }
         for key in node.keys where !allowed.contains(key) {
+            // An empty key (`"": x`, or `: x`) has no name to point at: say so, with a path that shows it.
+            if key.isEmpty {
+                problem(join(path, "\"\""), "an empty key", fix: "give the key a name, or remove the line")
+                continue
+            }
             let suggestion = allowed.min { editDistance($0, key) < editDistance($1, key) }
             let fix = suggestion.map { editDistance($0, key) <= 3 ? "did you mean '\($0)'?" : "known keys: \(allowed.joined(separator: ", "))" }
                 ?? "remove it"
