@@ -132,15 +132,10 @@ enum SoakBench {
         var nextOutage = started + outageEvery
         var nextSample = started
         var index = 0
-        func rssKB() -> Int {
-            let status = (try? String(contentsOfFile: "/proc/\(gateway.pid)/status", encoding: .utf8)) ?? ""
-            return status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
-                .flatMap { Int($0.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "") } ?? -1
-        }
         while ContinuousClock.now < end {
             let now = ContinuousClock.now
             if now >= nextSample {
-                result.rss.append(((now - started).inSeconds, rssKB()))
+                result.rss.append(((now - started).inSeconds, SenseBench.rssKB(gateway.pid)))
                 nextSample = now + .seconds(10)
             }
             if now >= nextRestart {
@@ -175,7 +170,7 @@ enum SoakBench {
             try await Task.sleep(for: .milliseconds(200))
         }
         try await Task.sleep(for: .seconds(2))
-        result.rss.append(((ContinuousClock.now - started).inSeconds, rssKB()))
+        result.rss.append(((ContinuousClock.now - started).inSeconds, SenseBench.rssKB(gateway.pid)))
         result.replies = inbox.replies.withLock { $0 }
         let counters = simulator.counters
         result.vendorControlCalls = counters.controlCalls.values.reduce(0, +)

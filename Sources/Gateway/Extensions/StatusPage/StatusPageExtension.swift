@@ -21,6 +21,8 @@ final class StatusPageExtension: GatewayExtension {
     private let commands: Commands
     private var events: [JSON] = []
     private var dirtyDevices: Set<DeviceID> = []
+    /// The newest `<base>/energy/home` payload, as `HomeViewsPublisher` computed it (nil: no energy devices).
+    private var energy: JSON?
     private var energyDirty = false
     private var flushing = false
 
@@ -47,7 +49,8 @@ final class StatusPageExtension: GatewayExtension {
             feed.send(event: "device_removed", json: JSON.object(["id": .string(device.id.rawValue)]).render())
         case .vendorHealthChanged(let health, _):
             feed.send(event: "vendor", json: vendorJSON(health.vendorID).render())
-        case .homeViewUpdated(.energy, _):
+        case .homeViewUpdated(.energy, let payload):
+            energy = payload
             guard feed.hasSubscribers else { return }
             energyDirty = true
             scheduleFlush()
@@ -86,7 +89,7 @@ final class StatusPageExtension: GatewayExtension {
         }
         if energyDirty {
             energyDirty = false
-            feed.send(event: "energy", json: currentEnergy().render())
+            feed.send(event: "energy", json: (energy ?? .null).render())
         }
     }
 
@@ -104,7 +107,7 @@ final class StatusPageExtension: GatewayExtension {
             "vendors": .array(hub.vendors.keys.sorted().map(vendorJSON)),
             "events": .array(events),
             "outbox": outboxJSON(),
-            "energy": currentEnergy(),
+            "energy": energy ?? .null,
         ]
     }
 
@@ -138,11 +141,6 @@ final class StatusPageExtension: GatewayExtension {
     private func outboxJSON() -> JSON {
         let waiting = commands.waitingCommands()
         return ["commands_waiting": .number(Double(waiting.count)), "commands": .array(Array(waiting.prefix(50)))]
-    }
-
-    private func currentEnergy() -> JSON {
-        let allowed = hub.first(HomeViewsPublisher.self)?.allowedEnergyKeys ?? [:]
-        return HomeViews.energy(devices: hub.devices, states: hub.states, allowed: allowed) ?? .null
     }
 
     // MARK: - The 24-hour energy plot
