@@ -8,7 +8,21 @@ import VendorKit
 import ServiceLifecycle
 import UnixSignals
 
+/// A synchronous entry point that parks the main thread. An async `main` ends the main thread through
+/// `dispatch_main` → `pthread_exit`, whose forced unwind reads the unwind tables of every frame: ~1 MB of
+/// `.eh_frame` pages (in 64 KB runs) that then stay resident for nothing. Nothing here runs on the main actor.
 @main
+enum Entry {
+    static func main() {
+        let finished = DispatchSemaphore(value: 0)
+        Task.detached {
+            await LBSGateway.main()
+            finished.signal()
+        }
+        finished.wait()
+    }
+}
+
 struct LBSGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lbs-gateway",
@@ -50,15 +64,14 @@ extension LBSGateway {
         var logLevel: String?
 
         func run() async throws {
-            // One malloc arena: glibc otherwise gives each busy thread its own (up to 8 per core), each keeping
-            // its freed pages; the gateway's few threads do not contend enough to need them (~4 MB at 1,000 devices).
-            _ = mallopt(M_ARENA_MAX, 1)
             let config = try options.loadOrExit()
             let levelName = logLevel ?? config.logLevel
             // One shared level: `bridge/request/options` {"log_level":…} changes it at runtime.
             let runtimeLevel = RuntimeLogLevel(Logger.Level(rawValue: levelName) ?? .info)
             LoggingSystem.bootstrap { label in RuntimeLevelLogHandler(label: label, runtime: runtimeLevel) }
             let logger = Logger(label: "lbs-gateway")
+            // CMalloc capped glibc's malloc arenas before main; -1 means the environment chose.
+            logger.debug("malloc arenas", metadata: ["arena_max": "\(lbs_malloc_arena_max())"])
             let restart = GatewayRestart()
             // One of an active/standby pair: a standby waits here, running nothing else, until it holds the lease.
             var elector: LeaseElector?
@@ -75,6 +88,7 @@ extension LBSGateway {
                 FileHandle.standardError.write(Data("lbs-gateway: cannot open storage.path: \(error)\n".utf8))
                 throw ExitCode(74)
             }
+            services.append(HeapTrimService(clock: ContinuousClock()))
             // First, so it stops last: the lease is given up after the gateway said offline and disconnected.
             if let elector { services.insert(LeaseService(elector: elector, logger: logger), at: 0) }
             let group = ServiceGroup(configuration: .init(
