@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import VendorKit
 
@@ -73,7 +74,12 @@ enum HTTPListener {
         }
         var quiet = logger
         quiet.logLevel = .warning
-        let app = Application(router: router, configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil), logger: quiet)
+        // One event loop thread: a status page and a scrape every few seconds need no more, and each loop costs a
+        // thread stack and its task buffers (Hummingbird's default is one loop per core).
+        let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { Task { try? await loop.shutdownGracefully() } }
+        let app = Application(router: router, configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
+                              eventLoopGroupProvider: .shared(loop), logger: quiet)
         // Stopped gracefully (cancelling the server mid-flight only logs errors): open pages' live streams end
         // first, or the graceful stop would wait for them.
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: quiet))
