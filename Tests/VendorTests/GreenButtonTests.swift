@@ -41,6 +41,52 @@ import VendorTesting
         }
     }
 
+    /// The feed's own XML reader (no libxml2): what Atom files contain is read, what is not well-formed is an error
+    /// with its line, and no entity is ever expanded.
+    @Test func theXMLReaderReadsWhatFeedsContainAndRefusesTheRest() throws {
+        func events(_ text: String) throws(XMLReader.Failure) -> [String] {
+            var out: [String] = []
+            try XMLReader.read(Array(text.utf8)) { event in
+                switch event {
+                case .start(let name, let attributes): out.append("<\(name)\(attributes.sorted { $0.key < $1.key }.map { " \($0.key)=\($0.value)" }.joined())>")
+                case .text(let text): out.append(text)
+                case .end(let name): out.append("</\(name)>")
+                }
+            }
+            return out
+        }
+        let document = """
+        \u{FEFF}<?xml version="1.0" encoding="UTF-8"?>
+        <!-- a comment -->
+        <feed xmlns="http://www.w3.org/2005/Atom" xmlns:espi="http://naesb.org/espi">
+        <link rel='self' href="/UsagePoint/1?a=1&amp;b=&#50;"/><espi:value>&lt;5&gt; &#x41;&quot;&apos;</espi:value><![CDATA[<raw&>]]></feed>
+        """
+        #expect(try events(document).filter { !$0.allSatisfy(\.isWhitespace) } ==
+                ["<feed espi=http://naesb.org/espi xmlns=http://www.w3.org/2005/Atom>", "<link href=/UsagePoint/1?a=1&b=2 rel=self>", "</link>",
+                 "<value>", "<5> A\"'", "</value>", "<raw&>", "</feed>"])
+        let broken: [(String, Int, String)] = [
+            ("<a>\n<b></a>", 2, "does not close <b>"),
+            ("<a>\n\n", 3, "ends inside <a>"),
+            ("<!DOCTYPE a [<!ENTITY x \"boom\">]><a>&x;</a>", 1, "DOCTYPE with declarations"),
+            ("<a>&x;</a>", 1, "unknown reference &x;"),
+            ("<a b=1/>", 1, "quoted attribute value"),
+            ("<a b='1' b='2'/>", 1, "appears twice"),
+            ("<a/><b/>", 1, "second document element"),
+            ("text", 1, "outside the document element"),
+            ("", 1, "no document element"),
+            ("<a><!-- open", 1, "unterminated comment"),
+        ]
+        for (text, line, reason) in broken {
+            do {
+                _ = try events(text)
+                Issue.record("\(text) was read")
+            } catch {
+                #expect(error.line == line && error.reason.contains(reason), "\(text): line \(error.line), \(error.reason)")
+            }
+        }
+        #expect(throws: GreenButtonFeed.ParseError.self) { try GreenButtonFeed.parse(Data("<feed><entry></feed>".utf8)) }
+    }
+
     @Test func aFolderOfDownloadsGivesOneDevicePerUsagePointWithCountersAndHistoryAtTheFilesTimes() async throws {
         let directory = try TemporaryDirectory()
         try FileManager.default.copyItem(atPath: Self.electricity, toPath: directory.path + "/2026-11-01.xml")

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 
 /// A Green Button (NAESB REQ.21 ESPI) download or Green Button Connect feed, reduced to what the gateway
 /// publishes: usage points, each with series of interval readings of one reading type.
@@ -48,19 +45,21 @@ struct GreenButtonFeed: Sendable {
 
     /// Parses an Atom feed; throws with the line of the first XML error, or when no usage data is in it.
     static func parse(_ data: Data) throws(ParseError) -> GreenButtonFeed {
-        // Foundation's XMLParser traps on an element name that is not UTF-8 (libxml2 hands the bytes on);
-        // Green Button files are UTF-8, so other bytes are refused before it sees them.
+        // Green Button files are UTF-8; other bytes are refused before the reader sees them.
         guard String(validating: data, as: UTF8.self) != nil else {
             throw ParseError(description: "not a Green Button XML file (it is not UTF-8 text)")
         }
-        let collector = EntryCollector()
-        let parser = XMLParser(data: data)
-        parser.shouldProcessNamespaces = true
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = collector
-        guard parser.parse() else {
-            let reason = parser.parserError.map { "\($0.localizedDescription)" } ?? "unreadable XML"
-            throw ParseError(description: "not a Green Button XML file (line \(parser.lineNumber): \(reason))")
+        var collector = EntryCollector()
+        do {
+            try XMLReader.read(Array(data)) { event in
+                switch event {
+                case .start(let name, let attributes): collector.start(name, attributes: attributes)
+                case .text(let text): collector.text += text
+                case .end(let name): collector.end(name)
+                }
+            }
+        } catch {
+            throw ParseError(description: "not a Green Button XML file (line \(error.line): \(error.reason))")
         }
         let feed = resolve(collector.entries)
         guard !feed.usagePoints.isEmpty else {
@@ -144,15 +143,15 @@ struct Entry {
     var intervals: [GreenButtonFeed.Interval] = []
 }
 
-/// SAX pass over the feed (namespaces processed, so `espi:value` and `value` read the same).
-final class EntryCollector: NSObject, XMLParserDelegate {
+/// One pass over the feed's events (local names, so `espi:value` and `value` read the same).
+struct EntryCollector {
     var entries: [Entry] = []
+    var text = ""
     private var current: Entry?
     private var path: [String] = []
-    private var text = ""
     private var pendingInterval: (start: Int64?, duration: Int64?, value: Double?)?
 
-    func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+    mutating func start(_ name: String, attributes: [String: String]) {
         path.append(name)
         text = ""
         switch name {
@@ -167,11 +166,7 @@ final class EntryCollector: NSObject, XMLParserDelegate {
         }
     }
 
-    func parser(_ parser: XMLParser, foundCharacters string: String) {
-        text += string
-    }
-
-    func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+    mutating func end(_ name: String) {
         defer { _ = path.popLast() }
         let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
         text = ""
