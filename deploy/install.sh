@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
 done
 export PATH="/opt/swift/usr/bin:$PATH"
 if $build; then
-  swift build -c release --static-swift-stdlib -Xlinker --gc-sections --product lbs-gateway
+  ./deploy/build-release.sh
 fi
 binary="${LBS_INSTALL_BINARY:-.build/release/lbs-gateway}"
 [ -x "$binary" ] || { echo "install.sh: $binary is missing; build it or drop --no-build" >&2; exit 1; }

@@ -256,13 +256,14 @@ enum GatewayBench {
     }
 
     /// Resident memory of the real `lbs-gateway` process with `devices: N`, after it settled.
-    static func residentMemory(broker: MosquittoBroker, extraDevices: Int, settle: Duration) async throws -> (rssKB: Int, peakKB: Int) {
+    static func residentMemory(broker: MosquittoBroker, extraDevices: Int, settle: Duration, storage: Bool = false) async throws -> (rssKB: Int, peakKB: Int) {
         let directory = try TemporaryDirectory(prefix: "lbs-bench")
         // LBS_BENCH_GATEWAY measures another build (e.g. the static one the README recommends for edge boxes).
         let binary = ProcessInfo.processInfo.environment["LBS_BENCH_GATEWAY"]
             ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lbs-gateway").path
         let config = directory.file("config.yaml")
-        try "mqtt: {url: \(broker.url), client_id: bench-rss}\nlog_level: error\nvendors: [{type: demo, id: demo, poll_interval: 1, devices: \(extraDevices)}]\n"
+        let cache = storage ? "storage: {path: \(directory.file("cache.sqlite"))}\n" : ""
+        try "mqtt: {url: \(broker.url), client_id: bench-rss}\nlog_level: error\n\(cache)vendors: [{type: demo, id: demo, poll_interval: 1, devices: \(extraDevices)}]\n"
             .write(toFile: config, atomically: true, encoding: .utf8)
         let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway")
         try await Task.sleep(for: settle)

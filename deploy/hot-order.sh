@@ -1,0 +1,75 @@
+#!/bin/sh
+# Regenerates deploy/lbs-gateway.order: the functions a running gateway executes, which the release link
+# (Package.swift) places together at the start of .text. The kernel maps code in 64 KB runs around every page
+# touched, so 2.4 MB of hot functions spread over 27 MB of code cost ~19 MB of resident memory; packed, they
+# cost little more than their size. The order is a layout hint only: a stale or missing name changes nothing
+# but the layout, so regenerate it after big changes, not for every commit.
+#
+#   deploy/hot-order.sh BINARY [seconds]
+#
+# BINARY: a release build with symbols (.build/release/lbs-gateway). Needs valgrind, mosquitto and curl.
+# The run is the memory benchmark's (`lbs-bench rss`) with the cache on: 1,000 demo devices polled every
+# second, plus a /metrics scrape and a status page read, under callgrind (which records every function run).
+set -eu
+binary=$1
+seconds=${2:-120}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+http_port=$(free_port)
+cleanup() {
+    [ -n "${gateway:-}" ] && kill -9 "$gateway" 2>/dev/null || true
+    [ -n "${broker:-}" ] && kill "$broker" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# valgrind cannot read the DWARF 5 the Swift compiler writes; the symbol table is all this needs.
+objcopy --strip-debug "$binary" "$work/lbs-gateway"
+printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" > "$work/mosquitto.conf"
+mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
+broker=$!
+# One run without the cache (what `lbs-bench rss` measures) and one with it; the order is what either ran.
+profile() {
+    name=$1
+    storage=$2
+    cat > "$work/$name.yaml" <<EOF
+mqtt: {url: "mqtt://127.0.0.1:$port", client_id: hot-order-$name}
+log_level: error
+$storage
+http: {listen: "127.0.0.1:$http_port"}
+vendors: [{type: demo, id: demo, poll_interval: 1, devices: 1000}]
+EOF
+    valgrind --tool=callgrind --demangle=no --dump-instr=no --fair-sched=yes \
+        --callgrind-out-file="$work/callgrind-$name.out" \
+        "$work/lbs-gateway" run --config "$work/$name.yaml" > "$work/gateway-$name.log" 2>&1 &
+    gateway=$!
+    # Under callgrind the gateway runs ~50 times slower: wait for its listener before the requests.
+    waited=0
+    until curl -fsS -m 60 "http://127.0.0.1:$http_port/metrics" > /dev/null 2>&1; do
+        waited=$((waited + 1))
+        [ "$waited" -lt 300 ] || { echo "the gateway did not answer on /metrics; its log:" >&2; cat "$work/gateway-$name.log" >&2; exit 1; }
+        sleep 1
+    done
+    curl -fsS -m 60 "http://127.0.0.1:$http_port/api/status" > /dev/null
+    curl -fsS -m 60 "http://127.0.0.1:$http_port/" > /dev/null
+    sleep "$seconds"
+    curl -fsS -m 60 "http://127.0.0.1:$http_port/metrics" > /dev/null
+    # Dump while it runs, then SIGKILL: shutdown code is not part of the resident set the order is for.
+    callgrind_control --dump "$gateway" > /dev/null
+    sleep 2
+    kill -9 "$gateway"
+    wait "$gateway" 2>/dev/null || true
+    gateway=
+}
+profile plain ""
+profile cache "storage: {path: \"$work/cache.sqlite\"}"
+
+cat "$work"/callgrind-*.out* > "$work/profile"
+python3 "$here/hot-order.py" "$work/profile" "$work/lbs-gateway" > "$work/order"
+{
+    echo "# Functions the gateway runs, for lld --symbol-ordering-file. Made by deploy/hot-order.sh; do not edit."
+    cat "$work/order"
+} > "$here/lbs-gateway.order"
+echo "wrote $here/lbs-gateway.order ($(grep -vc '^#' "$here/lbs-gateway.order") functions)" >&2
