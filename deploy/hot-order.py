@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """The functions of one binary that a callgrind run executed, in the binary's address order.
 
-    hot-order.py CALLGRIND_OUT BINARY
+    hot-order.py CALLGRIND_OUT BINARY [PREVIOUS_ORDER]
 
 Reads a callgrind output file (`valgrind --tool=callgrind --demangle=no --dump-instr=no`) and prints the mangled
-name of every function of BINARY that ran, one a line: the input for lld's --symbol-ordering-file. Address order
-keeps the functions of one source file next to each other, as the compiler laid them out. A summary goes to stderr.
+name of every function of BINARY that ran, one a line: the input for lld's --symbol-ordering-file. With
+PREVIOUS_ORDER, the functions listed there that BINARY still has are kept too: one profile misses some rarely run
+code, and a function missing from the order costs a 64 KB run of cold code, one listed needlessly only its size.
+Address order keeps the functions of one source file next to each other, as the compiler laid them out. A summary
+goes to stderr.
 """
 import os
 import re
@@ -62,13 +65,18 @@ def main():
     callgrind_out, binary = sys.argv[1], sys.argv[2]
     ran = executed(callgrind_out, binary)
     table = addresses(binary)
-    known = sorted((table[name][0], name) for name in ran if name in table)
+    kept = set()
+    if len(sys.argv) > 3 and os.path.exists(sys.argv[3]):
+        with open(sys.argv[3]) as previous:
+            kept = {line.strip() for line in previous if line.strip() and not line.startswith("#")} - ran
+    known = sorted((table[name][0], name) for name in ran | kept if name in table)
     for _, name in known:
         print(name)
     hot = sum(table[name][1] for _, name in known)
     total = sum(size for _, size in table.values())
-    print(f"{len(known)} functions ran ({hot / 1048576:.1f} MB of {total / 1048576:.1f} MB of functions); "
-          f"{len(ran) - len(known)} names not in the symbol table", file=sys.stderr)
+    print(f"{len(known)} functions ({hot / 1048576:.1f} MB of {total / 1048576:.1f} MB of functions): "
+          f"{sum(name in table for name in ran)} ran, {sum(name in table for name in kept)} kept from the previous order; "
+          f"{sum(name not in table for name in ran)} names that ran are not in the symbol table", file=sys.stderr)
 
 
 if __name__ == "__main__":

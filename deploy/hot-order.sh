@@ -3,13 +3,14 @@
 # (Package.swift) places together at the start of .text. The kernel maps code in 64 KB runs around every page
 # touched, so 2.4 MB of hot functions spread over 27 MB of code cost ~19 MB of resident memory; packed, they
 # cost little more than their size. The order is a layout hint only: a stale or missing name changes nothing
-# but the layout, so regenerate it after big changes, not for every commit.
+# but the layout, so regenerate it after big changes, not for every commit. Functions of the current order that
+# the binary still has are kept (a profile misses some rarely run code); start from an empty file to drop them.
 #
 #   deploy/hot-order.sh BINARY [seconds]
 #
 # BINARY: a release build with symbols (.build/release/lbs-gateway). Needs valgrind, mosquitto and curl.
-# The run is the memory benchmark's (`lbs-bench rss`) with the cache on: 1,000 demo devices polled every
-# second, plus a /metrics scrape and a status page read, under callgrind (which records every function run).
+# Two runs under callgrind (which records every function run), the memory benchmark's (`lbs-bench rss`) without
+# and with the cache: 1,000 demo devices polled every second, plus /metrics scrapes and a status page read.
 set -eu
 binary=$1
 seconds=${2:-120}
@@ -67,7 +68,7 @@ profile plain ""
 profile cache "storage: {path: \"$work/cache.sqlite\"}"
 
 cat "$work"/callgrind-*.out* > "$work/profile"
-python3 "$here/hot-order.py" "$work/profile" "$work/lbs-gateway" > "$work/order"
+python3 "$here/hot-order.py" "$work/profile" "$work/lbs-gateway" "$here/lbs-gateway.order" > "$work/order"
 {
     echo "# Functions the gateway runs, for lld --symbol-ordering-file. Made by deploy/hot-order.sh; do not edit."
     cat "$work/order"

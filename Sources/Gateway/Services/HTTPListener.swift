@@ -77,7 +77,6 @@ enum HTTPListener {
         // One event loop thread: a status page and a scrape every few seconds need no more, and each loop costs a
         // thread stack and its task buffers (Hummingbird's default is one loop per core).
         let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { Task { try? await loop.shutdownGracefully() } }
         let app = Application(router: router, configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
                               eventLoopGroupProvider: .shared(loop), logger: quiet)
         // Stopped gracefully (cancelling the server mid-flight only logs errors): open pages' live streams end
@@ -91,6 +90,8 @@ enum HTTPListener {
             controller.liveFeed?.close()
             Task { await group.triggerGracefulShutdown() }
         }
+        // The server is done with its loop (stopped or never bound): its thread ends before the listener returns.
+        try? await loop.shutdownGracefully()
         if case .failure(let error) = outcome, !(error is CancellationError) {
             logger.error("the HTTP listener on \(settings.host):\(settings.port) could not run: \(error); the status page and /metrics are unavailable (set http.listen)")
         }
