@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the native libraries and the broker the gateway and its tests need (Debian 12).
 set -euo pipefail
-packages=(mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libxml2 openssl socat pkg-config)
+packages=(mosquitto mosquitto-clients valgrind libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libxml2 openssl socat pkg-config)
 # Debian's Chromium for the status page's browser test (driven by Playwright; no browser download).
 packages+=(chromium)
 missing=()

@@ -28,6 +28,29 @@ static void subtract(uint64_t *a, const uint64_t *b, size_t limbs) {
     }
 }
 
+/// x unchanged, but opaque to the optimizer: without it clang -O2 turns a mask select on a secret bit back into a
+/// branch (seen with the constant-time check in Tests/ConstantTime).
+static inline uint64_t value_barrier(uint64_t x) {
+    __asm__ volatile("" : "+r"(x));
+    return x;
+}
+
+/// t -= n when t (with its carry limb `top`) is at least n, else t stays: the same instructions and memory
+/// accesses either way (a mask selects), so the time never tells which happened. t is secret-dependent in every
+/// multiplication by the base or the accumulator; a branch here would leak the exponent's bits over time.
+static void subtract_if_at_least(uint64_t *t, uint64_t top, const uint64_t *n, size_t limbs) {
+    uint64_t difference[MAX_LIMBS];
+    uint64_t borrow = 0;
+    for (size_t i = 0; i < limbs; i++) {
+        u128 wide = (u128)t[i] - n[i] - borrow;
+        difference[i] = (uint64_t)wide;
+        borrow = (uint64_t)(wide >> 64) & 1;  // the high half is all ones after a borrow, else zero
+    }
+    uint64_t top_set = (top | ((uint64_t)0 - top)) >> 63;  // 1 when top != 0, without a comparison
+    uint64_t keep_difference = value_barrier((uint64_t)0 - ((borrow ^ 1) | top_set));
+    for (size_t i = 0; i < limbs; i++) t[i] = (difference[i] & keep_difference) | (t[i] & ~keep_difference);
+}
+
 /// r = a·b·2^(-64·limbs) mod n (CIOS). r may alias a or b.
 static void montgomery_multiply(const uint64_t *a, const uint64_t *b, const uint64_t *n, uint64_t n_inverse,
                                 size_t limbs, uint64_t *r) {
@@ -52,7 +75,7 @@ static void montgomery_multiply(const uint64_t *a, const uint64_t *b, const uint
         t[limbs - 1] = (uint64_t)top;
         t[limbs] = t[limbs + 1] + (uint64_t)(top >> 64);
     }
-    if (t[limbs] != 0 || at_least(t, n, limbs)) subtract(t, n, limbs);
+    subtract_if_at_least(t, t[limbs], n, limbs);
     memcpy(r, t, sizeof(uint64_t) * limbs);
 }
 
@@ -70,6 +93,7 @@ int lbs_modexp(const uint64_t *base, const uint64_t *exponent, size_t exponent_l
             r2[j] = (r2[j] << 1) | carry;
             carry = next;
         }
+        // The modulus is public: branching on it tells nothing.
         if (carry || at_least(r2, modulus, limbs)) subtract(r2, modulus, limbs);
     }
     one[0] = 1;
@@ -80,7 +104,7 @@ int lbs_modexp(const uint64_t *base, const uint64_t *exponent, size_t exponent_l
     for (size_t i = exponent_limbs; i-- > 0;) {
         for (int bit = 63; bit >= 0; bit--) {
             montgomery_multiply(acc, acc, modulus, n_inverse, limbs, acc);
-            uint64_t mask = (uint64_t)0 - ((exponent[i] >> bit) & 1);
+            uint64_t mask = value_barrier((uint64_t)0 - ((exponent[i] >> bit) & 1));
             for (size_t j = 0; j < limbs; j++) pick[j] = (base_m[j] & mask) | (one_m[j] & ~mask);
             montgomery_multiply(acc, pick, modulus, n_inverse, limbs, acc);
         }

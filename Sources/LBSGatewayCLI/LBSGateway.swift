@@ -70,6 +70,7 @@ extension LBSGateway {
             let runtimeLevel = RuntimeLogLevel(Logger.Level(rawValue: levelName) ?? .info)
             LoggingSystem.bootstrap { label in RuntimeLevelLogHandler(label: label, runtime: runtimeLevel) }
             let logger = Logger(label: "lbs-gateway")
+            for warning in config.warnings { logger.warning("config: \(warning)") }
             // CMalloc capped glibc's malloc arenas before main; -1 means the environment chose.
             logger.debug("malloc arenas", metadata: ["arena_max": "\(lbs_malloc_arena_max())"])
             let restart = GatewayRestart()
@@ -131,6 +132,7 @@ extension LBSGateway {
                     print("\(storageProblems.count) problem(s) found")
                     throw ExitCode(1)
                 }
+                for warning in config.warnings { print("\(options.config): warning: \(warning)") }
                 print("\(options.config): ok (\(config.vendors.count) vendor(s): \(config.vendors.map { "\($0.id) (\($0.type))" }.joined(separator: ", ")))")
             case .failure(let failure):
                 for problem in failure.problems { print("\(options.config): \(problem)") }

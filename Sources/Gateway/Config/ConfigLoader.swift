@@ -43,7 +43,10 @@ public enum ConfigLoader {
         let config = read(root, reader: &reader, environment: environment, baseDirectory: baseDirectory)
         // Checks that span entries (`tls: first_use` needs `storage:`).
         for problem in config.map(VendorCatalog.crossCheck) ?? [] { reader.problem(problem.path, problem.message, fix: problem.fix) }
-        if let config, reader.problems.isEmpty { return .success(config) }
+        if var config, reader.problems.isEmpty {
+            config.warnings = reader.warnings
+            return .success(config)
+        }
         return .failure(Failure(problems: reader.problems))
     }
 
@@ -181,7 +184,8 @@ public enum ConfigLoader {
         if let node = reader.mapping(root["http"], at: "http") {
             reader.rejectUnknownKeys(
                 in: node, at: "http",
-                allowed: ["enabled", "listen", "allow_commands", "username"] + ConfigReader.secretKeys("token") + ConfigReader.secretKeys("password"))
+                allowed: ["enabled", "listen", "allow_commands", "allow_anonymous_commands", "allowed_hosts", "username"]
+                    + ConfigReader.secretKeys("token") + ConfigReader.secretKeys("password"))
             if let enabled = reader.bool(node["enabled"], at: "http.enabled") { http.enabled = enabled }
             if let allow = reader.bool(node["allow_commands"], at: "http.allow_commands") { http.allowCommands = allow }
             // Secrets as for vendors: <name>_file, <name>_env or LBS_HTTP_<NAME>, never in the file itself.
@@ -201,6 +205,15 @@ public enum ConfigLoader {
                 } else {
                     reader.problem("http.listen", "'\(listen)' is not host:port", fix: "write e.g. 127.0.0.1:8099 (0.0.0.0:8099 for every interface)")
                 }
+            }
+            http.allowedHosts = readAllowedHosts(node["allowed_hosts"], reader: &reader)
+            if let anonymous = reader.bool(node["allow_anonymous_commands"], at: "http.allow_anonymous_commands") { http.allowAnonymousCommands = anonymous }
+            // Anyone on the network could unlock a door from the page: only when asked for in so many words.
+            if http.enabled, http.allowCommands, !http.requiresAuthentication, !http.allowAnonymousCommands, !Self.isLoopback(http.host) {
+                reader.problem(
+                    "http.allow_commands",
+                    "commands are allowed from the page on \(http.host), reachable from the network, with no credentials",
+                    fix: "set http.token_file (or http.username and http.password_file), listen on 127.0.0.1, or set http.allow_anonymous_commands: true if every host that can reach it may switch your devices")
             }
         }
 
@@ -248,6 +261,35 @@ public enum ConfigLoader {
         // `unusual_consumption` compares with the cache's hourly history: without `storage:` there is none.
         if storage == nil { config.alerts.consumptionFactor = 0 }
         return config
+    }
+
+    /// `http.allowed_hosts`: host names or addresses, without scheme or path.
+    private static func readAllowedHosts(_ node: ConfigNode?, reader: inout ConfigReader) -> [String] {
+        switch node {
+        case .none, .null?:
+            return []
+        case .sequence(let items)?:
+            var hosts: [String] = []
+            for (index, item) in items.enumerated() {
+                let at = "http.allowed_hosts[\(index)]"
+                guard let host = reader.string(item, at: at) else { continue }
+                if host.isEmpty || host.contains("/") || host.contains("@") || host.contains(where: \.isWhitespace) {
+                    reader.problem(at, "'\(host)' is not a host name or address", fix: "write the name alone, e.g. gateway.example.net or 192.168.1.10")
+                } else {
+                    hosts.append(host)
+                }
+            }
+            return hosts
+        case let other?:
+            reader.problem("http.allowed_hosts", "expected a list, found \(other.kindName)", fix: "write e.g. [gateway.example.net]")
+            return []
+        }
+    }
+
+    /// 127.0.0.0/8, ::1 and localhost: reachable from this box only.
+    static func isLoopback(_ host: String) -> Bool {
+        let host = host.lowercased()
+        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
     /// `high_availability: {node_id, lease_keepalive, settle}`; `node_id` defaults to `LBS_NODE_ID`, then the host name.

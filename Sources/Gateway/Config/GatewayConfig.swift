@@ -18,6 +18,8 @@ public struct GatewayConfig: Sendable {
     public var http = HTTPSettings()
     /// `high_availability:` — one of two gateways on two boxes with the same config; nil for a single gateway.
     public var highAvailability: HighAvailabilitySettings?
+    /// What works but should be changed (`check-config` prints it, `run` logs it at start).
+    public var warnings: [ConfigProblem] = []
 
     public init(
         mqtt: MQTTSettings, homeAssistant: HomeAssistantSettings = .init(), storage: StorageSettings? = nil,
@@ -80,6 +82,12 @@ public struct HTTPSettings: Sendable {
     public var port = 8099
     /// Devices may be switched from the status page (through the same command path as MQTT `/set`).
     public var allowCommands = false
+    /// `allowed_hosts`: further names (or addresses) the listener answers to, e.g. a reverse proxy's or a DNS
+    /// name of the box; the box's own names and addresses and `localhost` always are.
+    public var allowedHosts: [String] = []
+    /// `allow_anonymous_commands`: commands from the page on a non-loopback listener without credentials,
+    /// chosen on purpose (check-config refuses that combination otherwise).
+    public var allowAnonymousCommands = false
     /// `token_file` / `token_env` (`LBS_HTTP_TOKEN`): every request needs `Authorization: Bearer <token>`.
     public var token: VendorSecret?
     /// `username` + `password_file` / `password_env` (`LBS_HTTP_PASSWORD`): HTTP basic authentication.

@@ -30,7 +30,13 @@ public struct Scene: Sendable, Hashable {
         self.fromConfig = fromConfig
     }
 
-    public static let maxActions = 500
+    /// Bounds for what a request may add (the cache, the broker's retained discovery and memory grow with
+    /// them): a scene name, its actions, each action's keys, the scene's JSON, and the number of scenes.
+    public static let maxActions = 100
+    public static let maxNameCharacters = 128
+    public static let maxKeysPerAction = 32
+    public static let maxEncodedBytes = 16 * 1024
+    public static let maxScenes = 256
 
     /// Ids are topic segments: lower-case letters, digits, `_` and `-`, 1 to 64 characters.
     public static func isValidID(_ id: String) -> Bool {
@@ -52,6 +58,10 @@ public struct Scene: Sendable, Hashable {
         }
         var name = id
         if case .string(let given)? = object["name"], !given.isEmpty { name = given }
+        guard name.count <= maxNameCharacters, name.utf8.count <= 4 * maxNameCharacters else {
+            return .failure(GatewayError(.payloadTooLarge, message: "A scene name may have at most \(maxNameCharacters) characters (this one has \(name.count)).",
+                                         suggestion: "Use a shorter name."))
+        }
         guard case .array(let items)? = object["actions"], !items.isEmpty, items.count <= maxActions else {
             return .failure(.invalidPayload("a scene needs \"actions\": [{\"device\":\"<id>\",\"set\":{…}}, …] with 1 to \(maxActions) items"))
         }
@@ -60,9 +70,18 @@ public struct Scene: Sendable, Hashable {
             guard case .string(let device)? = item["device"], case .object(let set)? = item["set"], !set.isEmpty else {
                 return .failure(.invalidPayload("each scene action needs \"device\" and a non-empty \"set\" object"))
             }
+            guard device.utf8.count <= 128, set.count <= maxKeysPerAction else {
+                return .failure(.invalidPayload("a scene action names a device id of at most 128 bytes and sets at most \(maxKeysPerAction) keys"))
+            }
             actions.append(Action(device: device, set: set))
         }
-        return .success(Scene(id: id, name: name, actions: actions, fromConfig: fromConfig))
+        let scene = Scene(id: id, name: name, actions: actions, fromConfig: fromConfig)
+        let size = scene.json.render().utf8.count
+        guard size <= maxEncodedBytes else {
+            return .failure(GatewayError(.payloadTooLarge, message: "The scene is \(size) bytes as JSON; at most \(maxEncodedBytes) are kept.",
+                                         suggestion: "Split it into smaller scenes, or set only the keys that change."))
+        }
+        return .success(scene)
     }
 }
 

@@ -12,15 +12,26 @@ import VendorKit
 enum HTTPListener {
     /// The largest command body the page may send (an MQTT `/set` payload).
     static let maxCommandBytes = 16 * 1024
+    /// Open connections at most: far below the descriptors systemd gives the process (`LimitNOFILE`), so HTTP
+    /// clients can never take the ones MQTT and the vendors need.
+    static let maxConnections = 64
+    /// A connection is closed when a request's head has not arrived within this long, and when it idles this
+    /// long between requests (a slow client that never finishes its headers holds nothing for long).
+    static let idleTimeout: TimeAmount = .seconds(5)
 
     static func run(settings: HTTPSettings, controller: GatewayController, logger: Logger) async {
         let router = Router()
+        // Security headers on every answer, then the Host/Origin check before anything else (authentication
+        // included): a page that re-resolved its own name to this box gets nothing from it.
+        router.add(middleware: SecurityHeadersMiddleware())
+        router.add(middleware: HostGuardMiddleware(hosts: HostAllowList(settings: settings)))
         if settings.requiresAuthentication { router.add(middleware: AuthMiddleware(settings: settings)) }
         router.get("/") { _, _ -> Response in
             var headers = HTTPFields()
             headers[.contentType] = "text/html; charset=utf-8"
             // Everything the page needs is in it: the box may have no internet, and nothing else may run there.
-            headers[.contentSecurityPolicy] = "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:"
+            // Never inside a frame: a hidden frame over a decoy button would make a visitor's click switch a device.
+            headers[.contentSecurityPolicy] = "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
             headers[.cacheControl] = "no-store"
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: StatusPageHTML.page)))
         }
@@ -77,7 +88,10 @@ enum HTTPListener {
         // One event loop thread: a status page and a scrape every few seconds need no more, and each loop costs a
         // thread stack and its task buffers (Hummingbird's default is one loop per core).
         let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let app = Application(router: router, configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
+        let limit = ConnectionLimit(limit: maxConnections)
+        let app = Application(router: router,
+                              server: .http1(configuration: .init(additionalChannelHandlers: [limit.handler()], idleTimeout: idleTimeout)),
+                              configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
                               eventLoopGroupProvider: .shared(loop), logger: quiet)
         // Stopped gracefully (cancelling the server mid-flight only logs errors): open pages' live streams end
         // first, or the graceful stop would wait for them.

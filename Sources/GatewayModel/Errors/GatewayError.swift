@@ -24,6 +24,8 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         case expired
         case unknownRequest = "unknown_request"
         case queueFull = "queue_full"
+        /// A request would grow something the gateway keeps (scenes) past its documented limit.
+        case limitReached = "limit_reached"
         /// A newer command for the same device and key replaced this one before it was carried out.
         case superseded
         /// The command could not be stored in the outbox (disk full, read-only or broken cache) and was not sent.
@@ -108,6 +110,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
             case .retainedCommand: "Publish commands with retain=false, and clear the retained message (mosquitto_pub -r -n -t <topic>)."
             case .expired: "Send the command again if it is still wanted."
             case .unknownRequest: "Use one of the bridge requests listed in the topic documentation."
+            case .limitReached: "Remove entries that are no longer used before adding more."
             case .queueFull: "Wait for the device's queued commands to finish (or expire) before sending more."
             case .superseded: "Nothing to do: the newer command for this key is carried out instead."
             case .storageUnavailable: "Free disk space or fix the cache file (storage.path); or set commands.when_storage_fails: send to send unstored commands."

@@ -57,11 +57,18 @@ public struct ConfigProblem: Sendable, Hashable, CustomStringConvertible {
 /// Reads typed values out of a `ConfigNode`, collecting every problem instead of stopping at the first.
 public struct ConfigReader {
     public private(set) var problems: [ConfigProblem] = []
+    /// What works but should be changed (a secret file every user may read): `check-config` prints these and
+    /// `run` logs them at start.
+    public private(set) var warnings: [ConfigProblem] = []
 
     public init() {}
 
     public mutating func problem(_ path: String, _ message: String, fix: String) {
         problems.append(ConfigProblem(path: path, message: message, fix: fix))
+    }
+
+    public mutating func warning(_ path: String, _ message: String, fix: String) {
+        warnings.append(ConfigProblem(path: path, message: message, fix: fix))
     }
 
     /// Reports keys the schema does not know (typos), suggesting the closest known key.

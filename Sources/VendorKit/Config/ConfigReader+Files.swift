@@ -3,6 +3,9 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension ConfigReader {
     /// Reads a secret file (surrounding newlines trimmed). Relative paths are relative to the config file.
@@ -11,6 +14,14 @@ extension ConfigReader {
         guard let data = FileManager.default.contents(atPath: resolved), let text = String(data: data, encoding: .utf8) else {
             problem(path, "cannot read '\(file)'", fix: "check the path and that the gateway's user may read it")
             return nil
+        }
+        // As ssh does for keys: a secret that every local user can read is no secret. It still works (an
+        // existing install keeps running), but check-config and the start log say so.
+        var status = stat()
+        if stat(resolved, &status) == 0, status.st_mode & S_IROTH != 0 {
+            let mode = String(status.st_mode & 0o777, radix: 8)
+            warning(path, "'\(file)' is readable by every user on this machine (mode 0\(mode))",
+                    fix: "chmod 600 '\(resolved)' (or 640 with the gateway's group)")
         }
         var trimmed = Substring(text)
         while let last = trimmed.last, last.isNewline { trimmed.removeLast() }

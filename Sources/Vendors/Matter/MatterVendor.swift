@@ -68,7 +68,11 @@ public final class MatterVendor: Vendor {
                         do {
                             for try await message in inbound.messages(maxSize: maxSize) {
                                 guard case .text(let text) = message else { continue }
-                                if let error = self.receive(text, connection: connection) {
+                                // A large message (every node at start_listening) is decoded off this task, so a
+                                // shutdown or a lost connection never waits for a parse to finish.
+                                let decoded = text.utf8.count < Self.inlineDecodeBytes
+                                    ? Self.decode(text) : try await Self.decodeUnlessCancelled(text)
+                                if let error = self.receive(decoded, connection: connection) {
                                     ending.withLock { $0 = $0 ?? error }
                                     break
                                 }
@@ -137,7 +141,50 @@ public final class MatterVendor: Vendor {
 
     /// One message; an error to end the session with, or nil.
     func receive(_ text: String, connection: MatterConnection) -> GatewayError? {
-        guard let message = try? JSONDecoder().decode(MatterIncoming.self, from: Data(text.utf8)) else {
+        receive(Self.decode(text), connection: connection)
+    }
+
+    /// A message and, when it is the server's greeting, its server info.
+    struct Decoded: Sendable {
+        var message: MatterIncoming?
+        var serverInfo: MatterServerInfo?
+    }
+
+    /// Messages below this are decoded where they arrive (a task hop costs more than their parse).
+    static let inlineDecodeBytes = 64 * 1024
+
+    static func decode(_ text: String) -> Decoded {
+        let data = Data(text.utf8)
+        guard let message = try? JSONDecoder().decode(MatterIncoming.self, from: data) else { return Decoded() }
+        let info = message.schema_version != nil && message.event == nil
+            ? try? JSONDecoder().decode(MatterServerInfo.self, from: data) : nil
+        return Decoded(message: message, serverInfo: info)
+    }
+
+    /// `decode` on a detached task; throws CancellationError as soon as the waiting task is cancelled (the
+    /// parse finishes on its own and is dropped).
+    static func decodeUnlessCancelled(_ text: String) async throws -> Decoded {
+        let waiting = DecodeWaiter()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Decoded, any Error>) in
+                waiting.set(continuation)
+                if Task.isCancelled { waiting.finish(.failure(CancellationError())) }
+                Task.detached { waiting.finish(.success(decode(text))) }
+            }
+        } onCancel: {
+            waiting.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// The one continuation of a decode, resumed by whichever comes first: the result or the cancellation.
+    final class DecodeWaiter: Sendable {
+        private let continuation = Mutex<CheckedContinuation<Decoded, any Error>?>(nil)
+        func set(_ value: CheckedContinuation<Decoded, any Error>) { continuation.withLock { $0 = value } }
+        func finish(_ result: Result<Decoded, any Error>) { continuation.withLock { $0.take() }?.resume(with: result) }
+    }
+
+    func receive(_ decoded: Decoded, connection: MatterConnection) -> GatewayError? {
+        guard let message = decoded.message else {
             context.logger.debug("matter: a message that is not JSON was ignored")
             return nil
         }
@@ -145,9 +192,7 @@ public final class MatterVendor: Vendor {
         if let event = message.event {
             return handle(event: event, data: message.data ?? .null)
         }
-        if message.schema_version != nil, let info = try? JSONDecoder().decode(MatterServerInfo.self, from: Data(text.utf8)) {
-            connection.deliver(serverInfo: info)
-        }
+        if let info = decoded.serverInfo { connection.deliver(serverInfo: info) }
         return nil
     }
 

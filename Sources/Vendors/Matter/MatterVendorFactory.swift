@@ -16,7 +16,7 @@ public struct MatterOptions: Sendable {
     /// Reconnect delays (1 s doubling to 60 s); the vendor is `down` at the first failed connection.
     public var reconnect = ReconnectingStream.Policy(minDelay: .seconds(1), maxDelay: .seconds(60), downAfter: 1)
 
-    public init(url: String = "ws://localhost:5580/ws", requestTimeout: Duration = .seconds(30), maxMessageSize: Int = 64 << 20) {
+    public init(url: String = "ws://localhost:5580/ws", requestTimeout: Duration = .seconds(30), maxMessageSize: Int = 4 << 20) {
         self.url = url
         self.requestTimeout = requestTimeout
         self.maxMessageSize = maxMessageSize
@@ -42,7 +42,7 @@ public enum MatterVendorFactory: VendorFactory {
             }
         }
         if let seconds = reader.number(node["timeout"], at: "\(path).timeout", range: 1...600) { options.requestTimeout = .clampedSeconds(seconds) }
-        if let megabytes = reader.number(node["max_message_size_mb"], at: "\(path).max_message_size_mb", range: 1...1024) {
+        if let megabytes = reader.number(node["max_message_size_mb"], at: "\(path).max_message_size_mb", range: 1...64) {
             options.maxMessageSize = Int(megabytes) << 20
         }
         if let pin = reader.secret("pin_code", of: settings, environment: environment, required: false) {

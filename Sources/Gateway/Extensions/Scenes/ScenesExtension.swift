@@ -82,6 +82,11 @@ final class ScenesExtension: GatewayExtension {
                                                  suggestion: "Change it there, or add this one under another id."),
                                     device: nil, context: context, reply: reply)
                 }
+                if scenes[scene.id] == nil, scenes.count >= Scene.maxScenes {
+                    return hub.fail(GatewayError(.limitReached, message: "There are \(scenes.count) scenes already, the most the gateway keeps.",
+                                                 suggestion: "Remove scenes that are no longer used (scene/remove) first."),
+                                    device: nil, context: context, reply: reply)
+                }
                 scenes[scene.id] = scene
                 persist(scene)
                 announce(scene.id)
