@@ -8,13 +8,13 @@ import Testing
 /// nothing while the active holds the lease; kill -9 of the active during a stream of QoS 1 commands loses none and
 /// runs none twice; Home Assistant's availability never turns offline; an active that loses its lease stops.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct ActiveStandbyTests {
-    static func config(broker: MosquittoBroker, directory: TemporaryDirectory, node: String) throws -> String {
+    static func config(broker: MosquittoBroker, directory: TemporaryDirectory, node: String, pair: String = "") throws -> String {
         let path = directory.file("\(node).yaml")
         try """
         mqtt: {url: "\(broker.url)", base_topic: ha, client_id: ha-pair, reconnect_min_delay: 0.1, reconnect_max_delay: 0.5}
         storage: {path: \(directory.file("\(node).sqlite"))}
         http: {enabled: false}
-        high_availability: {node_id: \(node)}
+        high_availability: {node_id: \(node)\(pair)}
         vendors: [{type: demo, id: demo, poll_interval: 1}]
         """.write(toFile: path, atomically: true, encoding: .utf8)
         return path
@@ -25,8 +25,8 @@ import Testing
         return try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway-\(node)")
     }
 
-    static func leaseHolder(_ client: TestMQTTClient) -> String? {
-        guard let last = client.messages(on: "ha/bridge/lease").last, !last.payload.isEmpty else { return nil }
+    static func leaseHolder(_ client: TestMQTTClient, topic: String = "ha/bridge/lease") -> String? {
+        guard let last = client.messages(on: topic).last, !last.payload.isEmpty else { return nil }
         return last.json?["node"] as? String
     }
 
@@ -141,6 +141,53 @@ import Testing
         try await Self.waitFor("the lease released") { watcher.messages(on: "ha/bridge/lease").last?.payload.isEmpty == true }
     }
 
+    /// With `nodes: [a, b]`, a retained lease of another node (anyone who may write the topic) is ignored and
+    /// logged: the active carries on (it used to stop at once) and its next renewal replaces the forged lease.
+    @Test func aForgedLeaseOfAnUnknownNodeDoesNotStopTheActive() async throws {
+        let broker = try await MosquittoBroker.started()
+        defer { Task { await broker.stop() } }
+        let directory = try TemporaryDirectory()
+        let watcher = try await TestMQTTClient.connect(to: broker.url)
+        try await watcher.subscribe("ha/bridge/lease")
+        let pair = ", nodes: [a, b]"
+        let nodeA = try Self.start("a", config: try Self.config(broker: broker, directory: directory, node: "a", pair: pair), directory: directory)
+        defer { nodeA.kill() }
+        try await Self.waitFor("node a to be active") { nodeA.standardError().contains("active: this node (a) holds the lease") }
+        let nodeB = try Self.start("b", config: try Self.config(broker: broker, directory: directory, node: "b", pair: pair), directory: directory)
+        defer { nodeB.kill() }
+        try await Self.waitFor("node b to report standby") { nodeB.standardError().contains("standby: node a holds the lease") }
+
+        try await watcher.publish("ha/bridge/lease", #"{"node":"z","claim":"forged01","since":"2026-01-01T00:00:00Z"}"#, retain: true)
+        try await Self.waitFor("node a to log the forged lease") { nodeA.standardError().contains("ignoring a lease message") }
+        let forged = try #require(watcher.received.lastIndex { $0.topic == "ha/bridge/lease" && $0.text.contains("forged01") })
+        try await Self.waitFor("node a's renewal after the forged lease") {
+            watcher.received[(forged + 1)...].contains { $0.topic == "ha/bridge/lease" && $0.json?["node"] as? String == "a" }
+        }
+        #expect(nodeA.isRunning, "the active stopped: \(nodeA.standardError().suffix(500))")
+        #expect(!nodeA.standardError().contains("lease lost"))
+        #expect(nodeB.standardError().contains("ignoring a lease message"))
+        #expect(!nodeB.standardError().contains("starting the gateway"), "the standby stays standby")
+    }
+
+    /// A retained lease nobody renews (forged, or left by an active whose will never reached the broker) holds
+    /// the standby back for 3 × lease_keepalive at most; it used to wait for ever.
+    @Test func aLeaseNobodyRenewsDoesNotBlockTheStandbyForEver() async throws {
+        let broker = try await MosquittoBroker.started()
+        defer { Task { await broker.stop() } }
+        let directory = try TemporaryDirectory()
+        let watcher = try await TestMQTTClient.connect(to: broker.url)
+        try await watcher.subscribe("ha/bridge/lease")
+        try await watcher.publish("ha/bridge/lease", #"{"node":"a","claim":"forged02","since":"2026-01-01T00:00:00Z"}"#, retain: true)
+        // No `nodes`: this holds for every pair.
+        let nodeB = try Self.start("b", config: try Self.config(broker: broker, directory: directory, node: "b"), directory: directory)
+        defer { nodeB.kill() }
+        try await Self.waitFor("node b to report standby") { nodeB.standardError().contains("standby: node a holds the lease") }
+        // lease_keepalive 5 s: free after 15 s without a renewal.
+        try await Self.waitFor("node b to take the unrenewed lease", timeout: .seconds(30)) { Self.leaseHolder(watcher) == "b" }
+        #expect(nodeB.standardError().contains("was not renewed"))
+        try await Self.waitFor("node b's gateway running") { nodeB.standardError().contains("active: this node (b) holds the lease") }
+    }
+
     @Test func thePairNeedsMQTT5AndAValidNodeID() {
         let base = "mqtt: {url: \"mqtt://127.0.0.1:1883\", version: \"3.1.1\"}\nvendors: [{type: demo, id: demo}]\n"
         switch ConfigLoader.parse(yaml: base + "high_availability: {node_id: a}") {
@@ -154,6 +201,14 @@ import Testing
         }
         let fromEnvironment = try? ConfigLoader.parse(yaml: v5 + "high_availability: {}", environment: ["LBS_NODE_ID": "box-2"]).get()
         #expect(fromEnvironment?.highAvailability?.nodeID == "box-2")
+        switch ConfigLoader.parse(yaml: v5 + "high_availability: {node_id: c, nodes: [a, b]}") {
+        case .success: Issue.record("a node outside nodes would ignore its own lease")
+        case .failure(let failure): #expect("\(failure)".contains("high_availability.nodes: this node's id 'c' is not in the list"))
+        }
+        switch ConfigLoader.parse(yaml: v5 + "high_availability: {node_id: a, per_connection_usernames: true}") {
+        case .success: Issue.record("per-connection usernames need mqtt.username")
+        case .failure(let failure): #expect("\(failure)".contains("per_connection_usernames: needs mqtt.username"))
+        }
         let config = try? ConfigLoader.parse(yaml: v5 + "high_availability: {node_id: a, lease_keepalive: 10}").get()
         let mqtt = try? config.map(MQTTTransport.configuration(for:))
         #expect(mqtt?.cleanStart == false && mqtt?.sessionExpiry != nil && mqtt?.will?.delay == .seconds(26))

@@ -104,10 +104,10 @@ import Testing
     @Test func v5ResponseTopicGetsOkWithCorrelationData() async throws {
         let gateway = try await GatewayHarness.start()
         defer { Task { await gateway.stop() } }
-        let client = try await gateway.observer("my/replies")
+        let client = try await gateway.observer("replies/my")
         try await client.publish("lbs/device/demo_plug/set", #"{"state":"OFF"}"#, qos: .atLeastOnce,
-                                 responseTopic: "my/replies", correlationData: Array("req-42".utf8))
-        let reply = try await client.waitForMessage(topic: "my/replies")
+                                 responseTopic: "replies/my", correlationData: Array("req-42".utf8))
+        let reply = try await client.waitForMessage(topic: "replies/my")
         #expect(reply.json?["status"] as? String == "ok")
         #expect(reply.correlationData == Array("req-42".utf8))
         await client.shutdown()

@@ -58,8 +58,8 @@ import VendorKit
     @Test func aTimedOutCommandIsSentOnceAndSettledByReadingTheStateBack() async throws {
         let h = try await Harness()
         h.vendor.setMode(.late(timeout: .milliseconds(200), applyAfter: .milliseconds(700)))
-        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
-        let answer = try #require(await h.reply("r/1"))
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
+        let answer = try #require(await h.reply("replies/1"))
         #expect(answer["status"] as? String == "ok", "\(answer)")
         #expect(h.vendor.executed.count == 1, "sent \(h.vendor.executed.count) times")
         #expect(h.vendor.reads >= 1)
@@ -70,11 +70,11 @@ import VendorKit
         let h = try await Harness()
         // Slow backend: OFF times out but is applied later; then the backend is fast again and ON follows.
         h.vendor.setMode(.late(timeout: .milliseconds(200), applyAfter: .milliseconds(900)))
-        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/off")
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/off")
         try await waitUntil("OFF reached the vendor") { h.vendor.executed.count == 1 }
         h.vendor.setMode(.immediate)
-        await h.set("plug", #"{"state":"ON"}"#, reply: "r/on")
-        #expect(await h.reply("r/on")?["status"] as? String == "ok")
+        await h.set("plug", #"{"state":"ON"}"#, reply: "replies/on")
+        #expect(await h.reply("replies/on")?["status"] as? String == "ok")
         // Whatever the late OFF does, it happened before ON was sent: the device ends ON.
         try await Task.sleep(for: .milliseconds(1200))
         #expect(h.vendor.values("plug")["state"] == .string("ON"))
@@ -85,27 +85,27 @@ import VendorKit
         let h = try await Harness { $0.commands.settleWindow = 0.5 }
         // Times out and is never applied (lost): the lock reads LOCKED all along.
         h.vendor.setMode(.late(timeout: .milliseconds(100), applyAfter: .seconds(3600)))
-        await h.set("lock", "UNLOCK", reply: "r/lock")
-        #expect(await h.code("r/lock") == "vendor_timeout")
+        await h.set("lock", "UNLOCK", reply: "replies/lock")
+        #expect(await h.code("replies/lock") == "vendor_timeout")
         #expect(h.vendor.executed.count == 1)
-        let message = (await h.reply("r/lock")?["error"] as? [String: Any])?["message"] as? String
+        let message = (await h.reply("replies/lock")?["error"] as? [String: Any])?["message"] as? String
         #expect(message?.contains("unknown") == true, "\(message ?? "")")
     }
 
     @Test func newerCommandsSupersedeOlderWaitingOnes() async throws {
         let h = try await Harness()
         h.vendor.setMode(.gated)
-        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
         try await waitUntil("the first command is in flight") { h.vendor.executed.count == 1 }
-        await h.set("plug", #"{"state":"ON"}"#, reply: "r/2")
-        await h.set("plug", #"{"state":"OFF","brightness":5}"#, reply: "r/3")
-        await h.set("plug", #"{"state":"ON"}"#, reply: "r/4")
+        await h.set("plug", #"{"state":"ON"}"#, reply: "replies/2")
+        await h.set("plug", #"{"state":"OFF","brightness":5}"#, reply: "replies/3")
+        await h.set("plug", #"{"state":"ON"}"#, reply: "replies/4")
         h.vendor.release()
-        #expect(await h.reply("r/1")?["status"] as? String == "ok")
-        #expect(await h.code("r/2") == "superseded")
+        #expect(await h.reply("replies/1")?["status"] as? String == "ok")
+        #expect(await h.code("replies/2") == "superseded")
         // r/3 also sets `brightness`, which nothing newer sets: it runs, in order, before r/4.
-        #expect(await h.reply("r/3")?["status"] as? String == "ok")
-        #expect(await h.reply("r/4")?["status"] as? String == "ok")
+        #expect(await h.reply("replies/3")?["status"] as? String == "ok")
+        #expect(await h.reply("replies/4")?["status"] as? String == "ok")
         #expect(h.vendor.executed.map { $0.changes["state"] } == [.string("OFF"), .string("OFF"), .string("ON")])
         #expect(h.vendor.values("plug")["state"] == .string("ON"))
     }
@@ -114,19 +114,19 @@ import VendorKit
         let directory = try TemporaryDirectory()
         let h = try await Harness(configure: { $0.commands.maxQueuedPerDevice = 5 }, storage: directory)
         h.vendor.setMode(.gated)
-        await h.set("plug", "OFF", reply: "r/0")
+        await h.set("plug", "OFF", reply: "replies/0")
         try await waitUntil("the first command is in flight") { h.vendor.executed.count == 1 }
-        for index in 1..<8 { await h.set("plug", index % 2 == 0 ? "OFF" : "ON", reply: "r/\(index)") }
-        for index in 5..<8 { #expect(await h.code("r/\(index)") == "queue_full") }
+        for index in 1..<8 { await h.set("plug", index % 2 == 0 ? "OFF" : "ON", reply: "replies/\(index)") }
+        for index in 5..<8 { #expect(await h.code("replies/\(index)") == "queue_full") }
         // Another device's command is not stuck behind the flood (the lock is gated too: release it only).
         h.vendor.setMode(.immediate)
-        await h.set("lock", "UNLOCK", reply: "r/lock")
-        #expect(await h.reply("r/lock")?["status"] as? String == "ok")
+        await h.set("lock", "UNLOCK", reply: "replies/lock")
+        #expect(await h.reply("replies/lock")?["status"] as? String == "ok")
         let health = try await requestHealth(h)
         let queues = try #require(health["queues"] as? [String: Any])
         #expect((queues["deepest"] as? [String: Any])?["sv_plug"] as? Double == 5)
         h.vendor.release()
-        for index in 0..<5 { #expect(await h.reply("r/\(index)")?["status"] != nil) }
+        for index in 0..<5 { #expect(await h.reply("replies/\(index)")?["status"] != nil) }
         let store = try #require(h.store)
         try await waitUntil("the outbox settles") { try store.outboxCounts()[.pending, default: 0] == 0 }
         let counts = try store.outboxCounts()
@@ -137,8 +137,8 @@ import VendorKit
         let directory = try TemporaryDirectory()
         let h = try await Harness(storage: directory)
         try h.store?.close()
-        await h.set("lock", "UNLOCK", reply: "r/1")
-        #expect(await h.code("r/1") == "storage_unavailable")
+        await h.set("lock", "UNLOCK", reply: "replies/1")
+        #expect(await h.code("replies/1") == "storage_unavailable")
         #expect(h.vendor.executed.isEmpty)
         #expect(h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("storage_state_changed") })
         let health = try await requestHealth(h)
@@ -149,18 +149,18 @@ import VendorKit
         let directory = try TemporaryDirectory()
         let h = try await Harness(configure: { $0.commands.whenStorageFails = .send }, storage: directory)
         try h.store?.close()
-        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
-        #expect(await h.reply("r/1")?["status"] as? String == "ok")
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
+        #expect(await h.reply("replies/1")?["status"] as? String == "ok")
         #expect(h.vendor.executed.count == 1)
     }
 
     @Test func concurrentGetsForOneDeviceAreCoalesced() async throws {
         let h = try await Harness()
         for index in 0..<200 {
-            await h.controller.handle(InboundMessage(topic: "lbs/device/sv_plug/get", payload: [], responseTopic: "g/\(index)"))
+            await h.controller.handle(InboundMessage(topic: "lbs/device/sv_plug/get", payload: [], responseTopic: "replies/g/\(index)"))
         }
         try await waitUntil("every /get answered", timeout: .seconds(10)) {
-            (0..<200).allSatisfy { index in h.transport.messages.contains { $0.topic == "g/\(index)" } }
+            (0..<200).allSatisfy { index in h.transport.messages.contains { $0.topic == "replies/g/\(index)" } }
         }
         #expect(h.vendor.refreshes <= 2, "\(h.vendor.refreshes) vendor calls for 200 /get")
     }
@@ -170,11 +170,11 @@ import VendorKit
         h.vendor.script.withLock { $0.listRefresh = true }
         for index in 0..<100 {
             for device in ["plug", "lock"] {
-                await h.controller.handle(InboundMessage(topic: "lbs/device/sv_\(device)/get", payload: [], responseTopic: "g/\(device)/\(index)"))
+                await h.controller.handle(InboundMessage(topic: "lbs/device/sv_\(device)/get", payload: [], responseTopic: "replies/g/\(device)/\(index)"))
             }
         }
         try await waitUntil("every /get answered", timeout: .seconds(10)) {
-            (0..<100).allSatisfy { index in h.transport.messages.contains { $0.topic == "g/lock/\(index)" } }
+            (0..<100).allSatisfy { index in h.transport.messages.contains { $0.topic == "replies/g/lock/\(index)" } }
         }
         #expect(h.vendor.refreshes <= 2, "\(h.vendor.refreshes) vendor calls for 200 /get across two devices")
     }

@@ -59,10 +59,10 @@ import VendorKit
 
     @Test func setChangesStateAndAnswersTheResponseTopic() async throws {
         let h = await Harness()
-        await h.send("lbs/device/demo_light/set", #"{"state":"ON","brightness":40}"#, responseTopic: "reply/me", correlation: [1, 2, 3])
+        await h.send("lbs/device/demo_light/set", #"{"state":"ON","brightness":40}"#, responseTopic: "replies/me", correlation: [1, 2, 3])
         let state = await h.transport.wait(for: "lbs/device/demo_light") { $0.payload.contains(#""brightness":40"#) && $0.payload.contains(#""state":"ON""#) }
         #expect(state != nil)
-        let reply = try #require(await h.transport.wait(for: "reply/me"))
+        let reply = try #require(await h.transport.wait(for: "replies/me"))
         #expect(reply.payload.contains(#""status":"ok""#))
         #expect(reply.correlationData == [1, 2, 3])
     }
@@ -90,10 +90,10 @@ import VendorKit
         ]
         for (topic, payload, code) in cases {
             h.transport.clear()
-            await h.send(topic, payload, responseTopic: "r/\(code)")
+            await h.send(topic, payload, responseTopic: "replies/\(code)")
             let event = try #require(await h.transport.wait(for: "lbs/bridge/event"), "no event for \(code)")
             #expect(event.payload.contains(code), "event for \(code): \(event.payload)")
-            let reply = try #require(await h.transport.wait(for: "r/\(code)"))
+            let reply = try #require(await h.transport.wait(for: "replies/\(code)"))
             #expect(reply.payload.contains(#""status":"error""#) && reply.payload.contains(code))
         }
     }

@@ -1,6 +1,8 @@
 import Foundation
 @testable import Gateway
 import GatewayModel
+import GatewayTesting
+import MQTT
 import Testing
 
 @Suite struct DiscoveryTests {
@@ -8,6 +10,48 @@ import Testing
 
     func object(_ text: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+    }
+
+    /// `homeassistant.node_id`: every discovery topic gets the gateway's own level (what a site's bridge and the
+    /// central ACL let through), unique ids stay.
+    @Test func aNodeIDPutsEveryDiscoveryTopicUnderItsOwnLevel() throws {
+        let topics = Topics(base: "site/a", discoveryNodeID: "site_a")
+        let light = Device(vendorID: "demo", vendorDeviceID: "light", name: "Demo Light", type: .light, keys: ["state", "brightness"])
+        let device = HomeAssistantDiscovery(topics: topics, mode: .device, version: "1.0")
+        #expect(device.messages(for: light).map(\.topic) == ["homeassistant/device/site_a/site_a_demo_light/config"])
+        #expect(device.clearTopics(for: light) == ["homeassistant/device/site_a/site_a_demo_light/config"])
+        #expect(device.bridgeMessages(vendorIDs: ["demo"]).map(\.topic) == ["homeassistant/device/site_a/site_a_bridge/config"])
+        #expect(device.sceneTopic("evening") == "homeassistant/scene/site_a/site_a_scene_evening/config")
+        #expect(device.homeViewMessages(.energy, keys: ["grid_power"]).map(\.topic) == ["homeassistant/device/site_a/site_a_energy_home/config"])
+        let component = HomeAssistantDiscovery(topics: topics, mode: .component, version: "1.0")
+        let componentTopics = component.messages(for: light).map(\.topic)
+        #expect(componentTopics.contains("homeassistant/light/site_a/site_a_demo_light_light/config"), "\(componentTopics)")
+        #expect(componentTopics.allSatisfy { $0.split(separator: "/").count == 5 && $0.split(separator: "/")[2] == "site_a" })
+        #expect(try object(device.messages(for: light)[0].payload)["components"].map { "\($0)" }?.contains("site_a_demo_light_light") == true)
+    }
+
+    /// Retained discovery an earlier run published without the node level is cleared once `node_id` is set:
+    /// it would stay beside the new one.
+    @Test func settingANodeIDClearsTheOldLayoutsDiscovery() async throws {
+        let first = try await GatewayHarness.start()
+        let watcher = try await TestMQTTClient.connect(to: first.broker.url)
+        try await watcher.subscribe("homeassistant/#")
+        try await watcher.waitForMessage(topic: "homeassistant/device/lbs_demo_light/config", timeout: .seconds(10)) { !$0.payload.isEmpty }
+        try await watcher.waitForMessage(topic: "homeassistant/device/lbs_bridge/config", timeout: .seconds(10)) { !$0.payload.isEmpty }
+        await first.stop()
+        // Another gateway's discovery with a similar prefix stays.
+        try await watcher.publish("homeassistant/device/lbs_other/config", #"{"state_topic":"elsewhere/x"}"#, retain: true)
+        let second = try await GatewayHarness.start(broker: first.broker, homeAssistant: "node_id: home")
+        defer { Task { await second.stop() } }
+        try await watcher.waitForMessage(topic: "homeassistant/device/home/lbs_demo_light/config", timeout: .seconds(10)) { !$0.payload.isEmpty }
+        for old in ["homeassistant/device/lbs_demo_light/config", "homeassistant/device/lbs_bridge/config"] {
+            try await watcher.waitForMessage(topic: old, timeout: .seconds(10)) { $0.payload.isEmpty }
+        }
+        let retained = try await TestMQTTClient.retainedSnapshot(url: first.broker.url, filter: "homeassistant/#")
+        #expect(retained["homeassistant/device/lbs_demo_light/config"] == nil)
+        #expect(retained["homeassistant/device/home/lbs_bridge/config"] != nil)
+        #expect(retained["homeassistant/device/lbs_other/config"] != nil, "only the gateway's own discovery is cleared")
+        await watcher.shutdown()
     }
 
     @Test func deviceDiscoveryHasOriginComponentsAndBothEntityIDs() throws {

@@ -87,7 +87,7 @@ import Glibc
         defer { process.kill() }
         let client = try await TestMQTTClient.connect(to: broker.url)
         try await client.subscribe("lbs/#")
-        try await client.subscribe("acks/#")
+        try await client.subscribe("replies/acks/#")
         try await client.waitForMessage(topic: "lbs/device/demo_lock", timeout: .seconds(10))
         // Online comes after the gateway's SUBSCRIBE; a state can come before it (queued while connecting).
         try await client.waitForMessage(topic: "lbs/bridge/state", timeout: .seconds(10)) { $0.json?["state"] as? String == "online" }
@@ -99,10 +99,10 @@ import Glibc
             while (try? handle.write(contentsOf: block)) != nil {}
             try? handle.close()
         }
-        try await client.publish("lbs/device/demo_lock/set/lock", "UNLOCK", qos: .atLeastOnce, responseTopic: "acks/unlock")
+        try await client.publish("lbs/device/demo_lock/set/lock", "UNLOCK", qos: .atLeastOnce, responseTopic: "replies/acks/unlock")
         let answer: MQTTMessage
         do {
-            answer = try await client.waitForMessage(topic: "acks/unlock", timeout: .seconds(10))
+            answer = try await client.waitForMessage(topic: "replies/acks/unlock", timeout: .seconds(10))
         } catch {
             Issue.record("no answer; gateway log:\n\(process.standardError())")
             throw error

@@ -121,8 +121,8 @@ import VendorKit
         let events = transport.messages.filter { $0.topic == "lbs/bridge/event" && $0.payload.contains("response_refused") }
         #expect(events.count == refused.count)
         #expect(events.first?.payload.contains("response_topic_refused") == true)
-        await controller.handle(InboundMessage(topic: "lbs/bridge/request/health", payload: Array("{}".utf8), responseTopic: "my/replies"))
-        #expect(transport.last("my/replies") != nil)
+        await controller.handle(InboundMessage(topic: "lbs/bridge/request/health", payload: Array("{}".utf8), responseTopic: "replies/my"))
+        #expect(transport.last("replies/my") != nil)
         await controller.handle(InboundMessage(topic: "lbs/bridge/request/health", payload: Array("{}".utf8)))
         let health = try #require(transport.json("lbs/bridge/response/health")?["data"] as? [String: Any])
         #expect((health["dropped"] as? [String: Any])?["refused_responses"] as? Double == Double(refused.count))
@@ -130,11 +130,28 @@ import VendorKit
 
     @Test func anAllowListLimitsResponseTopics() async throws {
         let transport = RecordingTransport()
-        let controller = await Self.controller(transport) { $0.mqtt.responseTopicPrefixes = ["replies/"] }
-        await controller.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: [], responseTopic: "other/x"))
+        let controller = await Self.controller(transport) { $0.mqtt.responseTopicPrefixes = ["app/"] }
         await controller.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: [], responseTopic: "replies/x"))
-        #expect(transport.last("other/x") == nil)
+        await controller.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: [], responseTopic: "app/x"))
+        #expect(transport.last("replies/x") == nil, "the list replaces the default replies/")
+        #expect(transport.last("app/x") != nil)
+    }
+
+    /// A v5 request must not turn the gateway into a deputy that publishes onto another system's command topic.
+    @Test func byDefaultRepliesGoOnlyUnderReplies() async throws {
+        let transport = RecordingTransport()
+        let controller = await Self.controller(transport)
+        transport.clear()
+        await controller.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: Array(#"{"transaction":"UNLOCK"}"#.utf8),
+                                               responseTopic: "zigbee2mqtt/front_door/set"))
+        await controller.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: [], responseTopic: "replies/x"))
+        #expect(transport.last("zigbee2mqtt/front_door/set") == nil)
+        #expect(transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("response_refused") && $0.payload.contains("zigbee2mqtt/front_door/set") })
         #expect(transport.last("replies/x") != nil)
+        // An explicit empty list is the old behaviour: any topic outside the gateway's and Home Assistant's.
+        let open = await Self.controller(transport) { $0.mqtt.responseTopicPrefixes = [] }
+        await open.handle(InboundMessage(topic: "lbs/bridge/request/info", payload: [], responseTopic: "app/y"))
+        #expect(transport.last("app/y") != nil)
     }
 
     @Test func aLongTransactionIsRefusedNotEchoed() async throws {

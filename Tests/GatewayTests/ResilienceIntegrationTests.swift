@@ -138,17 +138,17 @@ import Testing
         """.write(toFile: config, atomically: true, encoding: .utf8)
         let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "heavy")
         let client = try await TestMQTTClient.connect(to: broker.url)
-        try await client.subscribe("acks/#")
+        try await client.subscribe("replies/acks/#")
         try await client.subscribe("lbs/bridge/state")
         try await client.waitForMessage(topic: "lbs/bridge/state", timeout: .seconds(10)) { $0.text.contains("online") }
         try await Task.sleep(for: .seconds(2))
         let commands = 20
         // One command per plug (sim_1, sim_3, … are plugs): commands for one key of one device would supersede each other.
         for index in 0..<commands {
-            try await client.publish("lbs/device/demo_sim_\(2 * index + 1)/set/state", "OFF", qos: .atLeastOnce, responseTopic: "acks/\(index)")
+            try await client.publish("lbs/device/demo_sim_\(2 * index + 1)/set/state", "OFF", qos: .atLeastOnce, responseTopic: "replies/acks/\(index)")
         }
         try await waitUntil("all commands acknowledged", timeout: .seconds(10)) {
-            (0..<commands).allSatisfy { index in client.received.contains { $0.topic == "acks/\(index)" && $0.text.contains("ok") } }
+            (0..<commands).allSatisfy { index in client.received.contains { $0.topic == "replies/acks/\(index)" && $0.text.contains("ok") } }
         }
         // Acknowledged on MQTT means written as acked in the outbox a moment later (off the reply's path):
         // wait until it is, while the demo keeps writing, then pull the plug mid-write.

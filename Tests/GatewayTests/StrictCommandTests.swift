@@ -32,7 +32,7 @@ import Testing
             (set, String(repeating: #"{"lock":"#, count: 500) + #""UNLOCK""# + String(repeating: "}", count: 500), "invalid_json", "nesting deeper than 32"),
         ]
         for (index, item) in cases.enumerated() {
-            let replyTopic = "r/lock/\(index)"
+            let replyTopic = "replies/lock/\(index)"
             await h.send(item.topic, item.payload, responseTopic: replyTopic)
             let reply = try #require(await h.transport.wait(for: replyTopic), "no reply for \(item.payload.debugDescription)")
             #expect(reply.payload.contains(#""status":"error""#) && reply.payload.contains(item.code),
@@ -44,8 +44,8 @@ import Testing
 
         // A valid LOCK runs after anything queued before it for this device (one lane per device), so once
         // it is answered every earlier command has finished: none of them may have unlocked.
-        await h.send(set, "LOCK", responseTopic: "r/lock/barrier")
-        let barrier = try #require(await h.transport.wait(for: "r/lock/barrier"))
+        await h.send(set, "LOCK", responseTopic: "replies/lock/barrier")
+        let barrier = try #require(await h.transport.wait(for: "replies/lock/barrier"))
         #expect(barrier.payload.contains(#""status":"ok""#))
         let unlocked = h.transport.messages.filter { $0.topic == "lbs/device/demo_lock" && $0.payload.contains("UNLOCK") }
         #expect(unlocked.isEmpty, "\(unlocked.map(\.payload))")
@@ -58,15 +58,15 @@ import Testing
         let lightID = DeviceID(vendorInstance: "demo", vendorDeviceID: "light")
         let before = await h.controller.state(of: lightID)?["brightness"]
         h.transport.clear()
-        await h.send("lbs/device/demo_light/set", #"{"brightness":"0x1p3"}"#, responseTopic: "r/hex")
-        await h.send("lbs/device/demo_light/set/brightness", "0x1p3", responseTopic: "r/hex-bare")
-        for topic in ["r/hex", "r/hex-bare"] {
+        await h.send("lbs/device/demo_light/set", #"{"brightness":"0x1p3"}"#, responseTopic: "replies/hex")
+        await h.send("lbs/device/demo_light/set/brightness", "0x1p3", responseTopic: "replies/hex-bare")
+        for topic in ["replies/hex", "replies/hex-bare"] {
             let reply = try #require(await h.transport.wait(for: topic))
             #expect(reply.payload.contains(#""status":"error""#) && reply.payload.contains("invalid_payload") && reply.payload.contains("0x1p3"),
                     "\(reply.payload)")
         }
-        await h.send("lbs/device/demo_light/set", #"{"brightness":"40"}"#, responseTopic: "r/decimal")
-        let ok = try #require(await h.transport.wait(for: "r/decimal"))
+        await h.send("lbs/device/demo_light/set", #"{"brightness":"40"}"#, responseTopic: "replies/decimal")
+        let ok = try #require(await h.transport.wait(for: "replies/decimal"))
         #expect(ok.payload.contains(#""status":"ok""#))
         let eights = h.transport.messages.filter { $0.topic == "lbs/device/demo_light" && $0.payload.contains(#""brightness":8,"#) }
         #expect(eights.isEmpty)

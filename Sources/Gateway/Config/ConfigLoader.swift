@@ -123,6 +123,8 @@ public enum ConfigLoader {
         switch mqttNode?["response_topic_prefixes"] {
         case .none, .null?: break
         case .sequence(let items)?:
+            // The list replaces the default `replies/`.
+            mqtt.responseTopicPrefixes = []
             for (index, item) in items.enumerated() {
                 let at = "mqtt.response_topic_prefixes[\(index)]"
                 guard let prefix = reader.string(item, at: at) else { continue }
@@ -141,7 +143,7 @@ public enum ConfigLoader {
         // homeassistant
         var ha = HomeAssistantSettings()
         let haNode = reader.mapping(root["homeassistant"], at: "homeassistant")
-        reader.rejectUnknownKeys(in: haNode, at: "homeassistant", allowed: ["enabled", "discovery_prefix", "status_topic", "discovery_mode", "republish_delay"])
+        reader.rejectUnknownKeys(in: haNode, at: "homeassistant", allowed: ["enabled", "discovery_prefix", "status_topic", "discovery_mode", "republish_delay", "node_id"])
         if let enabled = reader.bool(haNode?["enabled"], at: "homeassistant.enabled") { ha.enabled = enabled }
         if let prefix = reader.string(haNode?["discovery_prefix"], at: "homeassistant.discovery_prefix") { ha.discoveryPrefix = prefix }
         if let topic = reader.string(haNode?["status_topic"], at: "homeassistant.status_topic") { ha.statusTopic = topic }
@@ -149,6 +151,15 @@ public enum ConfigLoader {
             ha.mode = HomeAssistantSettings.Mode(rawValue: mode) ?? .device
         }
         if let delay = reader.number(haNode?["republish_delay"], at: "homeassistant.republish_delay", range: 0...300) { ha.republishDelayMax = delay }
+        if let node = reader.string(haNode?["node_id"], at: "homeassistant.node_id") {
+            // Home Assistant accepts [a-zA-Z0-9_-] in a discovery node id.
+            if !node.isEmpty, node.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == "-") }) {
+                ha.nodeID = node
+            } else {
+                reader.problem("homeassistant.node_id", "'\(node)' is not a usable discovery node id",
+                               fix: "use letters, digits, '_' or '-', e.g. site_a for base_topic site/a")
+            }
+        }
 
         // storage
         var storage: StorageSettings?
@@ -293,11 +304,12 @@ public enum ConfigLoader {
     }
 
     /// `high_availability: {node_id, lease_keepalive, settle}`; `node_id` defaults to `LBS_NODE_ID`, then the host name.
+    /// Also `nodes` (the pair's node ids) and `per_connection_usernames` (see `HighAvailabilitySettings`).
     static func readHighAvailability(
         _ node: ConfigNode?, mqtt: MQTTSettings, reader: inout ConfigReader, environment: [String: String]
     ) -> HighAvailabilitySettings? {
         guard let node = reader.mapping(node, at: "high_availability") else { return nil }
-        reader.rejectUnknownKeys(in: node, at: "high_availability", allowed: ["enabled", "node_id", "lease_keepalive", "settle"])
+        reader.rejectUnknownKeys(in: node, at: "high_availability", allowed: ["enabled", "node_id", "lease_keepalive", "settle", "nodes", "per_connection_usernames"])
         if reader.bool(node["enabled"], at: "high_availability.enabled") == false { return nil }
         let nodeID = reader.string(node["node_id"], at: "high_availability.node_id")
             ?? environment["LBS_NODE_ID"] ?? ProcessInfo.processInfo.hostName
@@ -310,6 +322,32 @@ public enum ConfigLoader {
             settings.leaseKeepAlive = Int(keepAlive)
         }
         if let settle = reader.number(node["settle"], at: "high_availability.settle", range: 0.1...10) { settings.settle = settle }
+        switch node["nodes"] {
+        case .none, .null?: break
+        case .sequence(let items)?:
+            for (index, item) in items.enumerated() {
+                guard let name = reader.string(item, at: "high_availability.nodes[\(index)]") else { continue }
+                if name.isEmpty || !name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) {
+                    reader.problem("high_availability.nodes[\(index)]", "'\(name)' is not a usable node id", fix: "use letters, digits, '-', '_' or '.'")
+                } else if !settings.nodes.contains(name) {
+                    settings.nodes.append(name)
+                }
+            }
+            // Otherwise this node would ignore its own lease and claim it over and over.
+            if !settings.nodes.isEmpty, !settings.nodes.contains(nodeID) {
+                reader.problem("high_availability.nodes", "this node's id '\(nodeID)' is not in the list [\(settings.nodes.joined(separator: ", "))]",
+                               fix: "list every node of the pair, this one included, or set high_availability.node_id (or LBS_NODE_ID) to one of them")
+            }
+        case let other?:
+            reader.problem("high_availability.nodes", "expected a list of node ids, found \(other.kindName)", fix: "write e.g. nodes: [gw-1, gw-2]")
+        }
+        if let own = reader.bool(node["per_connection_usernames"], at: "high_availability.per_connection_usernames") {
+            settings.perConnectionUsernames = own
+            if own, mqtt.username == nil {
+                reader.problem("high_availability.per_connection_usernames", "needs mqtt.username (the extra connections log in as <username>-observer-<node_id> and <username>-lease-<node_id>)",
+                               fix: "set mqtt.username, or remove per_connection_usernames")
+            }
+        }
         // The takeover resumes the active's MQTT 5 session (queued commands, delayed will); 3.1.1 has neither.
         if mqtt.version != .v5 {
             reader.problem("high_availability", "an active/standby pair needs MQTT 5", fix: "remove mqtt.version: 3.1.1")

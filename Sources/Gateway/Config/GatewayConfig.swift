@@ -62,9 +62,12 @@ public struct MQTTSettings: Sendable {
     public var sessionExpiry: Int = 0
     /// An unchanged device state is published again (to refresh `last_seen`) at most this often, in seconds.
     public var stateHeartbeat: Double = 60
-    /// v5 Response Topics the gateway answers on. Empty: any topic outside `<base>/` and the Home Assistant
-    /// discovery prefix (and its status topic); otherwise only topics under one of these prefixes (still never those).
-    public var responseTopicPrefixes: [String] = []
+    /// v5 Response Topics the gateway answers on: only topics under one of these prefixes (never under `<base>/`,
+    /// the discovery prefix or Home Assistant's status topic). `replies/` by default, so a request cannot aim the
+    /// gateway's reply at another system's command topic (`zigbee2mqtt/front_door/set`). An explicit empty list
+    /// answers on any other topic (the old default; not recommended with broker ACLs).
+    public static let defaultResponseTopicPrefixes = ["replies/"]
+    public var responseTopicPrefixes: [String] = MQTTSettings.defaultResponseTopicPrefixes
     /// Publishes held while the broker is unreachable (retained coalesced per topic, oldest dropped when full).
     public var offlineQueueSize: Int = 10_000
     /// Above this many messages waiting in the connection, device states are held back per device (latest
@@ -108,8 +111,23 @@ public struct HighAvailabilitySettings: Sendable {
     public var leaseKeepAlive: Int = 5
     /// How long a claim waits for a competing claim before it counts.
     public var settle: Double = 0.5
+    /// `nodes`: the pair's node ids. When set, a lease message of any other node is ignored (and logged): a
+    /// forged retained lease cannot stop the active or hold the standby back. Empty: every node counts.
+    public var nodes: [String] = []
+    /// `per_connection_usernames`: the observer and lease connections log in as `<mqtt.username>-observer-<node_id>`
+    /// and `<mqtt.username>-lease-<node_id>` (same password), so a broker that binds client ids to users
+    /// (`use_username_as_clientid`) gives each connection its own id instead of having them kick each other.
+    public var perConnectionUsernames = false
 
     public init(nodeID: String) { self.nodeID = nodeID }
+
+    /// The active re-publishes its lease this often; a standby that sees no renewal of the held lease for
+    /// `staleAfter` takes it as free (nobody holds a forged lease, or an active whose will got lost).
+    public var renewInterval: Duration { .seconds(leaseKeepAlive) }
+    public var staleAfter: Duration { .seconds(leaseKeepAlive * 3) }
+
+    /// Whether a lease message of `node` counts.
+    public func knows(_ node: String) -> Bool { nodes.isEmpty || nodes.contains(node) }
 
     /// How long the broker holds the active's `bridge/state` will (MQTT 5 Will Delay): longer than a takeover,
     /// so Home Assistant never sees the pair offline while the standby takes the session over.
@@ -127,6 +145,9 @@ public struct HomeAssistantSettings: Sendable {
     public var mode: Mode = .device
     /// Upper bound of the random delay before re-publishing after Home Assistant's birth message.
     public var republishDelayMax: Double = 5
+    /// `node_id`: discovery goes to `<prefix>/<component>/<node_id>/<object_id>/config`, a topic level of this
+    /// gateway's own, so a site's bridge (and the central ACL) can let through this site's discovery only.
+    public var nodeID: String?
 
     public init() {}
 }

@@ -32,7 +32,8 @@ public final class GatewayController {
         config: GatewayConfig, transport: any MessageTransport, logger: Logger, persistence: Persistence? = nil,
         clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
-        let topics = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic)
+        let topics = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic,
+                            discoveryNodeID: config.homeAssistant.nodeID)
         let context = GatewayContext(config: config, topics: topics, transport: transport, logger: logger, clock: clock, now: now, startedAt: now())
         let feed = config.http.enabled ? LiveFeed() : nil
         liveFeed = feed

@@ -59,7 +59,8 @@ extension GatewayHub {
     /// Longest response topic the gateway answers on.
     static let maxResponseTopicBytes = 256
 
-    /// Why the gateway will not publish a reply on `topic`, or nil when it may. A requester must never make
+    /// Why the gateway will not publish a reply on `topic`, or nil when it may: only under
+    /// `mqtt.response_topic_prefixes` (`replies/` by default). A requester must never make
     /// the gateway write into its own namespace (`<base>/…`: bridge state, devices, availability) or into
     /// Home Assistant's (discovery, `homeassistant/status`): with broker ACLs that would let a client that may
     /// only send commands publish where it may not.
@@ -75,6 +76,7 @@ extension GatewayHub {
         if topic == topics.base || topic == config.homeAssistant.statusTopic || own.contains(where: { topic.hasPrefix($0) }) {
             return refused("it is inside the gateway's or Home Assistant's namespace")
         }
+        // `replies/` unless configured: otherwise a request could aim the reply at another system's command topic.
         let allowed = config.mqtt.responseTopicPrefixes
         if !allowed.isEmpty, !allowed.contains(where: { topic.hasPrefix($0) }) {
             return refused("it is not under one of mqtt.response_topic_prefixes (\(allowed.joined(separator: ", ")))")

@@ -77,14 +77,14 @@ extension HomeAssistantDiscovery {
                 "device": bridgeDevice, "origin": origin,
                 "components": .object(Dictionary(uniqueKeysWithValues: components.map { ($0.key, JSON.object($0.config)) })),
             ]
-            return [Message(topic: "\(topics.discoveryPrefix)/device/\(bridgeIdentifier)/config", payload: payload.render())]
+            return [Message(topic: topics.discovery("device", bridgeIdentifier), payload: payload.render())]
         case .component:
             return components.map { component in
                 var config = component.config
                 config.removeValue(forKey: "platform")
                 config["device"] = bridgeDevice
                 config["origin"] = origin
-                return Message(topic: "\(topics.discoveryPrefix)/\(component.platform)/\(bridgeIdentifier)/\(component.key)/config",
+                return Message(topic: topics.discovery(component.platform, bridgeIdentifier, key: component.key),
                                payload: JSON.object(config).render())
             }
         }
@@ -149,7 +149,7 @@ extension HomeAssistantDiscovery {
                 "components": .object(Dictionary(uniqueKeysWithValues: components.map { ($0.key, JSON.object($0.config)) })),
                 "state_topic": .string(stateTopic), "availability": bridgeAvailability, "qos": 1,
             ]
-            return [Message(topic: "\(topics.discoveryPrefix)/device/\(identifier)/config", payload: payload.render())]
+            return [Message(topic: topics.discovery("device", identifier), payload: payload.render())]
         case .component:
             return components.map { component in
                 var config = component.config
@@ -158,7 +158,7 @@ extension HomeAssistantDiscovery {
                 config["origin"] = origin
                 config["state_topic"] = .string(stateTopic)
                 config["availability"] = bridgeAvailability
-                return Message(topic: "\(topics.discoveryPrefix)/sensor/\(identifier)/\(component.key)/config", payload: JSON.object(config).render())
+                return Message(topic: topics.discovery("sensor", identifier, key: component.key), payload: JSON.object(config).render())
             }
         }
     }
@@ -167,8 +167,8 @@ extension HomeAssistantDiscovery {
     public func homeViewClearTopics(_ view: HomeView, keys: [String]) -> [String] {
         let identifier = Slug.make(topics.base) + "_" + view.slug
         switch mode {
-        case .device: return ["\(topics.discoveryPrefix)/device/\(identifier)/config"]
-        case .component: return keys.map { "\(topics.discoveryPrefix)/sensor/\(identifier)/\($0)/config" }
+        case .device: return [topics.discovery("device", identifier)]
+        case .component: return keys.map { topics.discovery("sensor", identifier, key: $0) }
         }
     }
 }

@@ -2,10 +2,10 @@ import Foundation
 import GatewayModel
 
 extension HomeAssistantDiscovery {
-    /// `homeassistant/scene/<base>_scene_<id>/config`: a Home Assistant `scene` that publishes `ON` to
+    /// `homeassistant/scene/[<node_id>/]<base>_scene_<id>/config`: a Home Assistant `scene` that publishes `ON` to
     /// `<base>/scene/<id>/set`, on the gateway device.
     public func sceneTopic(_ id: String) -> String {
-        "\(topics.discoveryPrefix)/scene/\(Slug.make(topics.base))_scene_\(id)/config"
+        topics.discovery("scene", "\(Slug.make(topics.base))_scene_\(id)")
     }
 
     public func sceneMessage(_ scene: Scene) -> Message {

@@ -79,10 +79,10 @@ public struct HomeAssistantDiscovery: Sendable {
         }
     }
 
-    func deviceTopic(_ id: DeviceID) -> String { "\(topics.discoveryPrefix)/device/\(objectID(id))/config" }
+    func deviceTopic(_ id: DeviceID) -> String { topics.discovery("device", objectID(id)) }
 
     func componentTopic(_ platform: String, _ id: DeviceID, _ key: String) -> String {
-        "\(topics.discoveryPrefix)/\(platform)/\(objectID(id))/\(key)/config"
+        topics.discovery(platform, objectID(id), key: key)
     }
 
     struct Component {

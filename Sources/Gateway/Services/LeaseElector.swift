@@ -18,6 +18,9 @@ import Synchronization
 ///   takeover drops the old active's delayed `bridge/state` will, so Home Assistant never sees the pair offline.
 /// - An active that loses its lease (its lease connection dropped, or another claim appeared) stops at once:
 ///   carrying on could run commands beside the new active. systemd starts it again, as a standby.
+/// - The active re-publishes its lease (same claim, `renewed` time) every `lease_keepalive`; a standby that sees
+///   no renewal of the held lease for 3 × `lease_keepalive` takes it as free, so a forged (or orphaned) retained
+///   lease cannot hold it back for ever. With `nodes` set, lease messages of other nodes are ignored.
 public final class LeaseElector: Sendable {
     public enum Failure: Error, CustomStringConvertible {
         case observerFailed(String)
@@ -32,6 +35,10 @@ public final class LeaseElector: Sendable {
         /// The claim id of the newest lease message (nil: the lease is free), and its node.
         var claim: String?
         var node: String?
+        /// When the current claim was last published (first seen or renewed), by this node's clock.
+        var heardAt: ContinuousClock.Instant?
+        /// The last ignored lease (node and claim), so a forged one is logged once, not at every renewal.
+        var ignored: String?
         /// When the lease topic was subscribed (the retained lease, if any, arrives right after).
         var subscribedAt: ContinuousClock.Instant?
         var observerConnected = false
@@ -45,6 +52,7 @@ public final class LeaseElector: Sendable {
     private let observer: MQTTClient
     private let leaseClient = Mutex<MQTTClient?>(nil)
     private let ownClaim = Mutex<String?>(nil)
+    private let renewal = Mutex<Task<Void, Never>?>(nil)
     private let notifier: SystemdNotifier
 
     public init(config: GatewayConfig, settings: HighAvailabilitySettings, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) throws {
@@ -59,6 +67,7 @@ public final class LeaseElector: Sendable {
         self.base = base
         var observing = base
         observing.clientID = config.mqtt.clientID + "-observer-" + settings.nodeID
+        if settings.perConnectionUsernames, let user = base.username { observing.username = user + "-observer-" + settings.nodeID }
         observer = try MQTTClient(configuration: observing)
     }
 
@@ -80,6 +89,16 @@ public final class LeaseElector: Sendable {
                 continue
             }
             if let holder = snapshot.node, holder != settings.nodeID {
+                // Nobody renews it: a forged lease, or an active that died without its will reaching the broker.
+                if let heard = snapshot.heardAt, ContinuousClock.now - heard >= settings.staleAfter {
+                    logger.warning("standby: the lease of node \(holder) was not renewed for \(settings.staleAfter); taking it as free")
+                    if try await claim() {
+                        logger.notice("active: this node (\(settings.nodeID)) holds the lease; starting the gateway")
+                        return
+                    }
+                    reportedHolder = nil
+                    continue
+                }
                 if reportedHolder != holder {
                     logger.notice("standby: node \(holder) holds the lease (\(topic)); this node (\(settings.nodeID)) waits and takes over when it goes")
                     notifier.notify(["STATUS=standby: \(holder) is active"])
@@ -115,12 +134,14 @@ public final class LeaseElector: Sendable {
 
     /// Closes the lease connection without its will (the lease now belongs to someone else).
     func abandon() async {
+        renewal.withLock { task in task?.cancel(); task = nil }
         let client = leaseClient.withLock { client in defer { client = nil }; return client }
         await client?.shutdown()
     }
 
     /// Gives the lease up on a clean stop (the standby takes over at once) and closes both connections.
     func release() async {
+        renewal.withLock { task in task?.cancel(); task = nil }
         let client = leaseClient.withLock { client in defer { client = nil } ; return client }
         let own = ownClaim.withLock { own in defer { own = nil }; return own }
         if let client {
@@ -137,8 +158,7 @@ public final class LeaseElector: Sendable {
     private func startObserver() {
         Task { [self] in
             for await message in observer.messages where message.topic == topic {
-                let lease = Self.parse(message.payload)
-                state.withLock { $0.claim = lease?.claim; $0.node = lease?.node }
+                note(message.payload)
             }
         }
         Task { [self] in
@@ -160,10 +180,49 @@ public final class LeaseElector: Sendable {
         observer.start()
     }
 
+    /// A lease message: empty is a free lease; one of a node outside `nodes`, or one that is not a lease, is
+    /// ignored (whoever may write the topic must not be able to stop the active or hold the standby).
+    private func note(_ payload: [UInt8]) {
+        if payload.isEmpty {
+            state.withLock { $0.claim = nil; $0.node = nil; $0.heardAt = nil }
+            return
+        }
+        guard let lease = Self.parse(payload), settings.knows(lease.node) else {
+            let text = String(decoding: payload.prefix(200), as: UTF8.self)
+            let first = state.withLock { state in
+                defer { state.ignored = text }
+                return state.ignored != text
+            }
+            if first {
+                logger.warning("lease: ignoring a lease message that is not from a node of the pair (\(settings.nodes.joined(separator: ", "))) on \(topic): \(text)")
+            }
+            return
+        }
+        state.withLock { $0.claim = lease.claim; $0.node = lease.node; $0.heardAt = .now }
+    }
+
+    private func leasePayload(claim: String, since: String) -> String {
+        #"{"node":"\#(settings.nodeID)","claim":"\#(claim)","since":"\#(since)","renewed":"\#(ISOTime.format(Date()))"}"#
+    }
+
+    /// Re-publishes the held lease every `lease_keepalive`, so a standby can tell a live lease from an orphaned one.
+    private func startRenewal(client: MQTTClient, claim: String, since: String) {
+        let task = Task { [self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: settings.renewInterval)
+                guard !Task.isCancelled, ownClaim.withLock({ $0 }) == claim else { return }
+                // Fire and forget: a lost lease connection is the watcher's to report.
+                _ = client.publish(topic, Array(leasePayload(claim: claim, since: since).utf8), qos: .atLeastOnce, retain: true)
+            }
+        }
+        renewal.withLock { $0 = task }
+    }
+
     /// One claim: true when this node won it.
     private func claim() async throws -> Bool {
         var configuration = base
         configuration.clientID = base.clientID + "-lease-" + settings.nodeID
+        if settings.perConnectionUsernames, let user = base.username { configuration.username = user + "-lease-" + settings.nodeID }
         configuration.keepAlive = .seconds(settings.leaseKeepAlive)
         configuration.will = MQTTWill(topic: topic, payload: [UInt8](), qos: .atLeastOnce, retain: true)
         configuration.offlineQueueLimit = 1
@@ -176,7 +235,8 @@ public final class LeaseElector: Sendable {
             return false
         }
         let claimID = UUID().uuidString.prefix(8).lowercased()
-        let payload = #"{"node":"\#(settings.nodeID)","claim":"\#(claimID)","since":"\#(ISOTime.format(Date()))"}"#
+        let since = ISOTime.format(Date())
+        let payload = leasePayload(claim: claimID, since: since)
         do {
             try await client.publishAndWait(topic, payload, qos: .atLeastOnce, retain: true, timeout: .seconds(5))
         } catch {
@@ -199,6 +259,7 @@ public final class LeaseElector: Sendable {
         }
         leaseClient.withLock { $0 = client }
         ownClaim.withLock { $0 = String(claimID) }
+        startRenewal(client: client, claim: claimID, since: since)
         return true
     }
 

@@ -6,11 +6,24 @@ public struct Topics: Sendable {
     public let base: String
     public let discoveryPrefix: String
     public let haStatus: String
+    /// `homeassistant.node_id`: a discovery topic level of this gateway's own (nil: none, the old layout).
+    public let discoveryNodeID: String?
 
-    public init(base: String, discoveryPrefix: String = "homeassistant", haStatus: String = "homeassistant/status") {
+    public init(base: String, discoveryPrefix: String = "homeassistant", haStatus: String = "homeassistant/status", discoveryNodeID: String? = nil) {
         self.base = base
         self.discoveryPrefix = discoveryPrefix
         self.haStatus = haStatus
+        self.discoveryNodeID = discoveryNodeID
+    }
+
+    /// A discovery topic: `<prefix>/<component>/<object>/config`, with `node_id` set
+    /// `<prefix>/<component>/<node_id>/<object>/config` (Home Assistant's optional node level). `key` is the
+    /// component mode's entity key: `<object>/<key>` without a node id, `<object>_<key>` with one (one level is left).
+    public func discovery(_ component: String, _ object: String, key: String? = nil) -> String {
+        guard let node = discoveryNodeID else {
+            return "\(discoveryPrefix)/\(component)/\(object)\(key.map { "/" + $0 } ?? "")/config"
+        }
+        return "\(discoveryPrefix)/\(component)/\(node)/\(object)\(key.map { "_" + $0 } ?? "")/config"
     }
 
     public var bridgeState: String { "\(base)/bridge/state" }

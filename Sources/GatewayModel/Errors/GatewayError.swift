@@ -114,7 +114,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
             case .queueFull: "Wait for the device's queued commands to finish (or expire) before sending more."
             case .superseded: "Nothing to do: the newer command for this key is carried out instead."
             case .storageUnavailable: "Free disk space or fix the cache file (storage.path); or set commands.when_storage_fails: send to send unstored commands."
-            case .responseTopicRefused: "Use a response topic outside the gateway's base topic and the Home Assistant discovery prefix (see mqtt.response_topic_prefixes)."
+            case .responseTopicRefused: "Use a response topic under replies/ (or under one of mqtt.response_topic_prefixes), outside the gateway's base topic and the Home Assistant discovery prefix."
             case .vendorUnreachable: "Check that the vendor's device or cloud is online and reachable from the gateway; the gateway keeps retrying."
             case .vendorTimeout: "The vendor is slow or overloaded; the gateway retries automatically."
             case .vendorServerError: "The vendor has a problem on its side; the gateway retries automatically."

@@ -15,7 +15,8 @@ final class GatewayHarness: Sendable {
 
     static func start(
         broker existing: MosquittoBroker? = nil, directory existingDirectory: TemporaryDirectory? = nil,
-        mqtt mqttExtra: String = "", yaml extra: String = "", vendors: String = "  - {type: demo, id: demo, poll_interval: 3600}", storage: Bool = false
+        mqtt mqttExtra: String = "", homeAssistant haExtra: String = "", yaml extra: String = "",
+        vendors: String = "  - {type: demo, id: demo, poll_interval: 3600}", storage: Bool = false
     ) async throws -> GatewayHarness {
         let broker: MosquittoBroker
         if let existing { broker = existing } else { broker = try await MosquittoBroker.started() }
@@ -29,6 +30,7 @@ final class GatewayHarness: Sendable {
         \(mqttExtra.isEmpty ? "" : "  " + mqttExtra)
         homeassistant:
           republish_delay: 0.2
+        \(haExtra.isEmpty ? "" : "  " + haExtra)
         \(storage ? "storage: {path: \(directory.file("gateway.sqlite"))}" : "")
         \(extra.contains("http:") ? "" : "http: {enabled: false}")
         \(extra)

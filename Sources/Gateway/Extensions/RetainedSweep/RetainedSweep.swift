@@ -41,9 +41,27 @@ final class RetainedSweep: GatewayExtension {
         var filters = ["\(hub.topics.base)/device/+/availability", "\(hub.topics.base)/alert/+"]
         if hub.config.homeAssistant.enabled {
             let prefix = hub.config.homeAssistant.discoveryPrefix
-            filters.append(hub.config.homeAssistant.mode == .device ? "\(prefix)/device/+/config" : "\(prefix)/+/+/+/config")
+            if hub.topics.discoveryNodeID != nil {
+                // Both layouts: what an earlier run published without the node level is cleared (see noteRetained).
+                filters += ["\(prefix)/+/+/config", "\(prefix)/+/+/+/config"]
+            } else {
+                filters.append(hub.config.homeAssistant.mode == .device ? "\(prefix)/device/+/config" : "\(prefix)/+/+/+/config")
+            }
         }
         return filters
+    }
+
+    /// With `homeassistant.node_id` set, a retained discovery message of this gateway under the old layout
+    /// (no node level): it would stay at Home Assistant (and at a central broker) beside the new one.
+    func isOldLayoutDiscovery(_ message: InboundMessage) -> Bool {
+        guard let node = hub.topics.discoveryNodeID else { return false }
+        let prefix = hub.config.homeAssistant.discoveryPrefix + "/"
+        guard message.topic.hasPrefix(prefix) else { return false }
+        let levels = message.topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count == 3 || levels.count == 4, levels.last == "config", levels[1] != node,
+              levels[1].hasPrefix(Slug.make(hub.topics.base) + "_") else { return false }
+        // Ours only if it points at our topics (another gateway may share the slug's start).
+        return String(decoding: message.payload, as: UTF8.self).contains("\"\(hub.topics.base)/")
     }
 
     /// How long retained messages are collected after subscribing (the broker sends them at once).
@@ -86,6 +104,11 @@ final class RetainedSweep: GatewayExtension {
                let raw = json["device"]?.string, let id = DeviceID(validating: raw), hub.devices[id] == nil {
                 orphanCandidates[id, default: []].insert(message.topic)
             }
+            return
+        }
+        if isOldLayoutDiscovery(message) {
+            hub.transport.publish(message.topic, "", qos: 1, retain: true)
+            hub.logger.notice("cleared discovery of an earlier run without homeassistant.node_id: \(message.topic)")
             return
         }
         // Discovery: `…/<base>_<id>/…` in the topic and our state topic in the payload.
