@@ -382,6 +382,26 @@ public final class GatewayStore: Sendable {
         }
     }
 
+    /// The value stored under `key` for `vendorID` (a vendor instance, or a part of the gateway such as
+    /// `_energy_home`), or nil.
+    public func storedValue(_ key: String, vendorID: String) throws(CacheError) -> String? {
+        try read("read stored value") { db in
+            try String.fetchOne(db, sql: "SELECT value FROM vendor_value WHERE vendor_id = ? AND key = ?", arguments: [vendorID, key])
+        }
+    }
+
+    /// Stores `value` under `key` for `vendorID`, replacing what was there.
+    public func storeValue(_ value: String, key: String, vendorID: String) throws(CacheError) {
+        guard !key.isEmpty, !vendorID.isEmpty else { throw CacheError(.invalidInput, "a stored value needs an owner id and a key") }
+        let now = options.clock()
+        try write("store value") { db in
+            try db.execute(sql: """
+                INSERT INTO vendor_value (vendor_id, key, value, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (vendor_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+                """, arguments: [vendorID, key, value, now])
+        }
+    }
+
     // MARK: - Access helpers
 
     /// Throws `.closed` once `close()` has run.

@@ -51,7 +51,7 @@ public final class GatewayController {
         var list: [any GatewayExtension] = [bridge]
         if context.config.homeAssistant.enabled { list.append(HomeAssistantExtension(hub: hub)) }
         list.append(StatePublisher(hub: hub))
-        list.append(HomeViewsPublisher(hub: hub))
+        list.append(HomeViewsPublisher(hub: hub, store: persistence?.store))
         if context.config.alerts.enabled { list.append(AlertsExtension(hub: hub, store: persistence?.store)) }
         if let cache { list.append(cache) }
         list.append(commands)

@@ -25,6 +25,9 @@ public protocol MessageTransport: Sendable {
     /// Publishes at QoS 1 and waits (bounded) for the broker's acknowledgement.
     func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool
     func subscribe(_ filters: [String])
+    /// Subscribes and waits (bounded) for the broker's SUBACK: retained messages on the filters follow it.
+    /// False when it was not acknowledged in time.
+    func subscribeAndWait(_ filters: [String], timeout: Duration) async -> Bool
     func unsubscribe(_ filters: [String])
     /// What the connection had to drop (reported in `health` and `bridge/info`).
     var stats: TransportStats { get }
@@ -48,6 +51,11 @@ public struct TransportStats: Sendable, Equatable {
 
 extension MessageTransport {
     public func unsubscribe(_ filters: [String]) {}
+    /// A transport without acknowledgements (a recording one in unit tests) only subscribes.
+    public func subscribeAndWait(_ filters: [String], timeout: Duration) async -> Bool {
+        subscribe(filters)
+        return true
+    }
     public var stats: TransportStats { TransportStats() }
     public var outgoingBacklog: Int { 0 }
 

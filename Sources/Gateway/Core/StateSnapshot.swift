@@ -45,7 +45,10 @@ enum HomeViews {
     /// Sums over every energy device. Grid is + import / − export, battery + discharge / − charge;
     /// home consumption is derived from the flows when no device reports it.
     /// `allowed`: per vendor, the keys its devices may add (`energy_home`; absent: all).
-    static func energy(devices: [DeviceID: Device], states: [DeviceID: DeviceState], allowed: [String: Set<String>] = [:]) -> JSON? {
+    /// `counters`: the accumulated counter totals (`EnergyAccumulator`), which replace the sums of the devices'
+    /// counter levels; nil sums the levels (a view of the moment, as the status page's history plot takes it).
+    static func energy(devices: [DeviceID: Device], states: [DeviceID: DeviceState], allowed: [String: Set<String>] = [:],
+                       counters: [String: Double]? = nil) -> JSON? {
         var sums: [String: Double] = [:]
         var levels: [Double] = []
         var sources: [String] = []
@@ -69,7 +72,10 @@ enum HomeViews {
                 if let seen = state.lastSeen, newest.map({ seen > $0 }) ?? true { newest = seen }
             }
         }
-        guard !sources.isEmpty else { return nil }
+        if let counters {
+            for key in counterKeys { sums[key] = counters[key] }
+        }
+        guard !sources.isEmpty || !(counters ?? [:]).isEmpty else { return nil }
         if sums["home_power"] == nil, sums["solar_power"] != nil || sums["grid_power"] != nil || sums["battery_power"] != nil {
             sums["home_power"] = (sums["solar_power"] ?? 0) + (sums["grid_power"] ?? 0) + (sums["battery_power"] ?? 0)
         }

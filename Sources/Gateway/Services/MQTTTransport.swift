@@ -34,6 +34,15 @@ public struct MQTTTransport: MessageTransport {
         try? client.subscribe(filters, qos: .atLeastOnce)
     }
 
+    public func subscribeAndWait(_ filters: [String], timeout: Duration) async -> Bool {
+        do {
+            _ = try await client.subscribeAndWait(filters, qos: .atLeastOnce, timeout: timeout)
+            return true
+        } catch {
+            return false
+        }
+    }
+
     public func unsubscribe(_ filters: [String]) {
         try? client.unsubscribe(filters)
     }
