@@ -37,8 +37,9 @@ declare -A options=(
     # No leak check after every input: the loader and the vendors keep caches and state, so allocations rarely
     # balance and each check scans the heap (25 runs/s instead of hundreds). Leaks are still reported at exit.
     [config]="-dict=Fuzz/config.dict -max_len=8192 -detect_leaks=0"
-    # Recorded answers run to 15 kB (Enphase's production.json); longer ones are cut.
-    [vendors]="-max_len=16384 -detect_leaks=0"
+    # Recorded answers run to 15 kB (Enphase's production.json); longer ones are cut. The dictionary holds numeric
+    # extremes (the harness also runs each input with its numbers replaced by them).
+    [vendors]="-dict=Fuzz/vendors.dict -max_len=16384 -detect_leaks=0"
 )
 
 replay_target=""

@@ -1,12 +1,19 @@
 // libFuzzer harness for every vendor decoder: each input goes through every vendor's way of reading outside
 // bytes, as the vendor reads them, and on success through the mapping that turns the result into the gateway's
-// model. Invariants: no crash, no hang, a refused body is an error with a message, and no mapped state holds
-// a number that is not finite. Seeds: Tests/Fixtures (the recorded answers) and Fuzz/corpus/vendors.
+// model. Invariants: no crash, no hang, a refused body is an error with a message, no mapped state holds
+// a number that is not finite, and no mapped time is a date ISO 8601 cannot show (the publisher writes every one).
+// Seeds: Tests/Fixtures (the recorded answers) and Fuzz/corpus/vendors; tokens: Fuzz/vendors.dict.
+//
+// Numeric extremes: mutation alone rarely turns a `3600` in the middle of a recorded answer into
+// 9223372036854775807, so every input also runs as a few variants with its numbers replaced by extremes (huge
+// integers, ±1e308, -0, 1e-320, NaN), chosen from the input's hash so a run stays repeatable (three variants: the
+// fuzzer runs a fifth as many inputs a second, and finds what it could not find before). A JSON object input
+// is also read as the claims of a JWT, as Flume's and Enphase's tokens are.
 //
 // What each vendor reads (the async poll loops around these are covered by the simulator tests):
 // - JSON bodies through `VendorHTTP.decode` (strict, depth-limited parse, then the Wire types): Awair, Consciousness,
 //   Emporia, Enphase, Flume, Neurio, Powerwall, SolarEdge, Sense's sign-in; then their mappings.
-// - Enphase's `/info` XML (`EnphaseInfo.parse`) and the Enlighten token's claims (`JWTClaims`).
+// - Enphase's `/info` XML (`EnphaseInfo.parse`) and JWT claims (`JWTClaims`: Enphase's `exp`, Flume's `user_id`).
 // - Green Button XML files (`GreenButtonFeed.parse`) and their mapping to series and devices.
 // - Sense's WebSocket frames (`SenseVendor.handle(frame:)`) and Matter server messages (`MatterVendor` decode and
 //   `handle(event:data:)`), one per input line; the whole input also as a Matter node (`MatterNode`, `plans`).
@@ -72,6 +79,13 @@ let senseMonitors = [
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = fuzzBytes(data, size)
+    runAll(bytes)
+    for variant in NumericExtremes.variants(of: bytes) { runAll(variant) }
+    return 0
+}
+
+/// One input through every vendor.
+func runAll(_ bytes: [UInt8]) {
     let body = Data(bytes)
     let response = HTTPClientResponse(
         status: 200, headers: ["Content-Type": "application/json"], body: body, effectiveURL: "http://127.0.0.1/fuzz"
@@ -92,8 +106,92 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     greenButton(check)
     senseFrames(check)
     matter(check)
+    jwtClaims(check)
     for event in events.withLock({ events in defer { events.removeAll() }; return events }) { check.event(event) }
-    return 0
+}
+
+/// Variants of an input with its numbers replaced by extremes.
+enum NumericExtremes {
+    /// What vendors could send in place of a number: past Int64 and UInt64, past Double's range and its
+    /// smallest subnormal, negative zero, and the words Double(_:) reads as NaN and infinity.
+    static let values = [
+        "9223372036854775807", "-9223372036854775808", "9223372036854775808", "18446744073709551616", "99999999999999999999",
+        "1e308", "-1e308", "1.7976931348623157e308", "1e300", "-1e300", "1e-320", "-0", "2147483648", "NaN", "Infinity", "1e400",
+    ]
+
+    /// Every number replaced by one extreme; every number of six digits or more (times, ids, counters) by 2⁶³−1,
+    /// where the next second or unit overflows; and one number replaced by one extreme. Nothing when the input
+    /// has no number.
+    static func variants(of bytes: [UInt8]) -> [[UInt8]] {
+        let numbers = numberRanges(bytes)
+        guard !numbers.isEmpty else { return [] }
+        var random = hash(bytes)
+        func next(_ count: Int) -> Int {
+            random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((random >> 33) % UInt64(count))
+        }
+        let everywhere = Array(values[next(values.count)].utf8)
+        var variants = [replacing(bytes, numbers, with: { _ in everywhere })]
+        let large = Set(numbers.indices.filter { index in
+            numbers[index].prefix { bytes[$0] != UInt8(ascii: ".") && bytes[$0] | 0x20 != UInt8(ascii: "e") }.count(where: { bytes[$0] != UInt8(ascii: "-") }) >= 6
+        })
+        if !large.isEmpty { variants.append(replacing(bytes, numbers, with: { large.contains($0) ? Array(values[0].utf8) : nil })) }
+        let chosen = next(numbers.count)
+        let extreme = Array(values[next(values.count)].utf8)
+        variants.append(replacing(bytes, numbers, with: { $0 == chosen ? extreme : nil }))
+        return variants
+    }
+
+    /// The input with the numbers at `ranges` replaced where `with` gives a replacement.
+    static func replacing(_ bytes: [UInt8], _ ranges: [Range<Int>], with replacement: (Int) -> [UInt8]?) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 32)
+        var position = 0
+        for (index, range) in ranges.enumerated() {
+            guard let new = replacement(index) else { continue }
+            out += bytes[position..<range.lowerBound]
+            out += new
+            position = range.upperBound
+        }
+        out += bytes[position...]
+        return out
+    }
+
+    /// Where numbers stand (`-12.5e3`, not the `1` of `v1`): JSON values, XML text and attributes alike.
+    static func numberRanges(_ bytes: [UInt8], limit: Int = 512) -> [Range<Int>] {
+        func digit(_ at: Int) -> Bool { at < bytes.count && bytes[at] >= UInt8(ascii: "0") && bytes[at] <= UInt8(ascii: "9") }
+        func word(_ byte: UInt8) -> Bool { byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "z") || byte == UInt8(ascii: "_") }
+        var ranges: [Range<Int>] = []
+        var index = 0
+        while index < bytes.count, ranges.count < limit {
+            let start = index
+            var end = bytes[index] == UInt8(ascii: "-") ? index + 1 : index
+            guard digit(end) else { index += 1; continue }
+            while digit(end) { end += 1 }
+            if end < bytes.count, bytes[end] == UInt8(ascii: "."), digit(end + 1) {
+                end += 1
+                while digit(end) { end += 1 }
+            }
+            if end < bytes.count, bytes[end] | 0x20 == UInt8(ascii: "e") {
+                var exponent = end + 1
+                if exponent < bytes.count, bytes[exponent] == UInt8(ascii: "+") || bytes[exponent] == UInt8(ascii: "-") { exponent += 1 }
+                if digit(exponent) {
+                    while digit(exponent) { exponent += 1 }
+                    end = exponent
+                }
+            }
+            if start == 0 || !(word(bytes[start - 1]) || digit(start - 1)) { ranges.append(start..<end) }
+            index = end
+        }
+        return ranges
+    }
+
+    /// FNV-1a: the same input always gives the same variants.
+    static func hash(_ bytes: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0100_0000_01B3 }
+        return hash
+    }
 }
 
 /// The input and the checks every decoder's result goes through.
@@ -134,11 +232,25 @@ struct Checker {
         if let value, !value.isFinite { violated("\(what) = \(value)", bytes) }
     }
 
+    /// The publisher writes every time as ISO 8601: it must be a date from year 0 to 9999.
+    func date(_ date: Date, _ what: String) {
+        _ = ISOTime.format(date)
+        if !ISOTime.representable.contains(date.timeIntervalSince1970) { violated("\(what) at \(date.timeIntervalSince1970)", bytes) }
+    }
+
     func event(_ event: VendorEvent) {
         switch event {
-        case .state(let id, let values, _): state(values, "state of \(id)")
-        case .deviceEvent(let id, let type, let data, _): state(data, "event \(type) of \(id)")
-        case .history(let id, let readings): for reading in readings { number(reading.value, "history \(reading.key) of \(id)") }
+        case .state(let id, let values, let at):
+            state(values, "state of \(id)")
+            date(at, "state of \(id)")
+        case .deviceEvent(let id, let type, let data, let at):
+            state(data, "event \(type) of \(id)")
+            date(at, "event \(type) of \(id)")
+        case .history(let id, let readings):
+            for reading in readings {
+                number(reading.value, "history \(reading.key) of \(id)")
+                date(reading.at, "history \(reading.key) of \(id)")
+            }
         default: break
         }
     }
@@ -262,7 +374,12 @@ func greenButton(_ check: Checker) {
     }
     for point in feed.usagePoints {
         let series = GreenButtonMapping.series(point)
-        for (key, values) in series { for value in values { check.number(value.value, "green button \(key)") } }
+        for (key, values) in series {
+            for value in values {
+                check.number(value.value, "green button \(key)")
+                check.date(Date(timeIntervalSince1970: Double(value.end)), "green button \(key) interval")
+            }
+        }
         _ = GreenButtonMapping.device(vendorID: "gb", point: point, keys: series.keys.sorted())
     }
 }
@@ -288,6 +405,21 @@ func matter(_ check: Checker) {
         if let event = message.event { _ = vendor.handle(event: event, data: message.data ?? .null) }
         if message.schema_version != nil { _ = try? JSONDecoder().decode(MatterServerInfo.self, from: Data(line.utf8)) }
     }
+}
+
+/// A JSON object as a token's claims: what Flume (`user_id`) and Enphase (`exp`) read from theirs. Claims are
+/// small; a large answer is not read again (each claim decodes the whole token).
+func jwtClaims(_ check: Checker) {
+    guard check.json, check.bytes.count <= 2048, case .success(.object(let members)) = JSONValue.parse(check.bytes) else { return }
+    let payload = Data(check.bytes).base64EncodedString()
+        .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    let token = "eyJhbGciOiJub25lIn0.\(payload).c2ln"
+    // Every numeric claim as the vendors read `user_id`.
+    let numeric = members.filter { if case .number = $0.value { true } else { false } }.keys.sorted().prefix(4)
+    for name in Set(["user_id"] + numeric) { _ = JWTClaims.text(name, in: token) }
+    if let expiry = JWTClaims.expiry(token) { check.date(expiry, "token expiry") }
+    // Enphase names an expired token's date in its error message.
+    if let expired = EnphaseVendor.expiry(token) { _ = ISOTime.format(expired) }
 }
 
 #else

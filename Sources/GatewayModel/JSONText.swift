@@ -101,8 +101,15 @@ public enum JSONText {
 /// ISO 8601 UTC with milliseconds (`2026-11-21T12:00:00.123Z`), formatted without Foundation's
 /// locale machinery: it is called for every published state.
 public enum ISOTime {
+    /// Seconds since 1970 of 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z: the dates four-digit years can show.
+    public static let representable: ClosedRange<Double> = -62_167_219_200...253_402_300_799
+
+    /// A date from a vendor can be anything (an epoch of 1e300, NaN): it is written as the nearest representable
+    /// date (NaN as 1970) instead of overflowing the integer arithmetic below.
     public static func format(_ date: Date) -> String {
-        let millis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let raw = date.timeIntervalSince1970
+        let clamped = raw.isNaN ? 0 : min(max(raw, representable.lowerBound), representable.upperBound + 0.999)
+        let millis = Int64((clamped * 1000).rounded(.down))
         var seconds = millis / 1000
         let ms = Int(millis - seconds * 1000)
         if ms < 0 { seconds -= 1 }

@@ -162,4 +162,19 @@ import VendorTesting
         )
         #expect(fine.problems.isEmpty && options?.network.url == "https://api.flumetech.com" && options?.network.quota?.perHour == 120)
     }
+
+    /// Issue 23: a token whose `user_id` claim is a number past Int64 (`1e300`) trapped in `Int64(number)`. Such a
+    /// claim is no user id: the login then fails with `malformed_response` ("carries no usable user_id").
+    @Test func aUserIDPastInt64IsNoUserIDNotACrash() {
+        func userID(_ claim: String) -> String? {
+            let payload = Data(#"{"user_id":\#(claim)}"#.utf8).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            return JWTClaims.text("user_id", in: "eyJhbGciOiJub25lIn0.\(payload).c2ln")
+        }
+        for claim in ["1e300", "-1e300", "9223372036854775808", "18446744073709551616", "-9.3e18", "1.5"] {
+            #expect(userID(claim) == nil, "user_id \(claim)")
+        }
+        #expect(userID("1234") == "1234" && userID("1.0e3") == "1000" && userID("9223372036854775807") == "9223372036854775807")
+        #expect(userID(#""user_id""#) == "user_id")
+    }
 }

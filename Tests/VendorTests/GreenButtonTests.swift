@@ -152,6 +152,65 @@ import VendorTesting
         #expect(refused?.code == .authFailed && refused?.message.contains("stale") == false)
     }
 
+    /// The gas download with its first reading's start (or duration) set to `text`.
+    static func gasWithFirstReading(start: String = "1793491200", duration: String = "86400") throws -> String {
+        let original = try String(contentsOfFile: Self.gas, encoding: .utf8)
+        let first = "<espi:timePeriod><espi:duration>86400</espi:duration><espi:start>1793491200</espi:start></espi:timePeriod>"
+        #expect(original.contains(first))
+        return original.replacingOccurrences(
+            of: first, with: "<espi:timePeriod><espi:duration>\(duration)</espi:duration><espi:start>\(start)</espi:start></espi:timePeriod>"
+        )
+    }
+
+    /// Issue 23: `<start>9223372036854775807</start>` trapped in start + duration (SIGILL), and as the file is read
+    /// at every start the gateway crash-looped under systemd. Such a file is refused with a reason, like any other
+    /// unusable download, and the vendor reads the folder again once it is replaced.
+    @Test func anIntervalPastAnyDateRefusesTheFileNotACrash() async throws {
+        let directory = try TemporaryDirectory()
+        try Self.gasWithFirstReading(start: "9223372036854775807").write(toFile: directory.path + "/gas.xml", atomically: true, encoding: .utf8)
+        let log = EventLog()
+        let vendor = try vendor(.path(directory.path), log: log)
+        let refused = await gatewayError { try await vendor.poll() }
+        #expect(refused?.code == .malformedResponse && refused?.message.contains("interval reading's time") == true, "\(String(describing: refused))")
+        #expect(log.health.last?.state == .down && log.inventories.isEmpty)
+        try FileManager.default.removeItem(atPath: directory.path + "/gas.xml")
+        try FileManager.default.copyItem(atPath: Self.gas, toPath: directory.path + "/gas.xml")
+        try await vendor.poll()
+        #expect(log.health.last?.state == .ok && log.states[DeviceID(vendorInstance: "gb", vendorDeviceID: "7")]?["gas_volume"] == .number(47.814))
+    }
+
+    /// The same for the other ends: a start or end past year 9999 (which the publisher cannot write as a date), a
+    /// negative duration, and the multiplier 10^400 that made every reading infinite.
+    @Test func timesAndMultipliersNoDateOrNumberCanHoldAreRefused() throws {
+        let files = [
+            try Self.gasWithFirstReading(start: "9223372036854775000", duration: "86400"),
+            try Self.gasWithFirstReading(start: "-9223372036854775808", duration: "86400"),
+            try Self.gasWithFirstReading(start: "253402300000", duration: "86400"),
+            try Self.gasWithFirstReading(duration: "-86400"),
+            try String(contentsOfFile: Self.gas, encoding: .utf8).replacingOccurrences(of: "Multiplier>-2<", with: "Multiplier>400<"),
+        ]
+        for file in files {
+            #expect(throws: GreenButtonFeed.ParseError.self) { try GreenButtonFeed.parse(Data(file.utf8)) }
+        }
+        // A start of 2⁶³−1 fits Int64 and the file's own reader; 2⁶³ does not and the reading is skipped, as before.
+        let skipped = try GreenButtonFeed.parse(Data(Self.gasWithFirstReading(start: "9223372036854775808").utf8))
+        #expect(skipped.usagePoints.first?.series.first?.intervals.count == 6)
+    }
+
+    /// Feeds built in code reach the mapping too: an interval whose end overflows is left out, not a trap.
+    @Test func theMappingLeavesOutIntervalsWhoseEndOverflows() {
+        // m³ of water: × 1000 to litres, so 1.8e308 m³ overflows.
+        let type = GreenButtonFeed.ReadingType(uom: 42, powerOfTenMultiplier: 0, flowDirection: 1, commodity: 4)
+        let intervals = [
+            GreenButtonFeed.Interval(start: .max, duration: 3600, value: 1),
+            GreenButtonFeed.Interval(start: 1_793_491_200, duration: 3600, value: 1.7976931348623157e308),
+            GreenButtonFeed.Interval(start: 1_793_491_200 + 3600, duration: 3600, value: 500),
+        ]
+        let point = GreenButtonFeed.UsagePoint(id: "1", name: nil, service: .water, series: [GreenButtonFeed.Series(readingType: type, intervals: intervals)])
+        let series = GreenButtonMapping.series(point)["water_volume"] ?? []
+        #expect(series.map(\.end) == [1_793_491_200 + 7200] && series.map(\.value) == [500_000])
+    }
+
     @Test func theEntryTakesAPathOrAURLWithAToken() throws {
         var reader = ConfigReader()
         var file = VendorSettings(type: "green_button", id: "gb", options: .mapping([(key: "path", value: .scalar("exports", line: 1))]))

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayModel
 
 /// The claims of a JSON Web Token, read without verifying it (the vendor does that): an Envoy token's `exp`,
 /// a Flume token's `user_id`.
@@ -13,20 +14,22 @@ public enum JWTClaims {
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 
-    /// The `exp` claim as a date.
+    /// The `exp` claim as a date; nil when it is no date ISO 8601 can show (`1e300`), which is no expiry to act on.
     public static func expiry(_ token: String) -> Date? {
         guard let exp = decode(token)?["exp"] else { return nil }
-        if let seconds = exp as? Double { return Date(timeIntervalSince1970: seconds) }
-        if let seconds = exp as? Int { return Date(timeIntervalSince1970: Double(seconds)) }
-        return nil
+        let seconds: Double
+        if let number = exp as? Double { seconds = number } else if let number = exp as? Int { seconds = Double(number) } else { return nil }
+        guard ISOTime.representable.contains(seconds) else { return nil }
+        return Date(timeIntervalSince1970: seconds)
     }
 
-    /// A claim as text, whether the token carries it as a string or a number (`user_id`).
+    /// A claim as text, whether the token carries it as a string or a number (`user_id`). A number that is not a
+    /// whole 64-bit integer (`1e300`, `1.5`) has no text the vendor would recognise: nil, as for a missing claim.
     public static func text(_ name: String, in token: String) -> String? {
         switch decode(token)?[name] {
         case let text as String: text.isEmpty ? nil : text
         case let number as Int: String(number)
-        case let number as Double where number.rounded() == number: String(Int64(number))
+        case let number as Double: Int64(exactly: number).map { String($0) }
         default: nil
         }
     }

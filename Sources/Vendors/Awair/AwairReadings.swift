@@ -42,7 +42,7 @@ enum AwairReadings {
     }
 
     /// Awair sends float32 noise (21.770000457763672): two decimals say all the sensor knows.
-    static func rounded(_ value: Double) -> Double { (value * 100).rounded() / 100 }
+    static func rounded(_ value: Double) -> Double { value.rounded(places: 2) }
 
     static func ordered(_ keys: some Sequence<String>) -> [String] {
         let present = Set(keys)

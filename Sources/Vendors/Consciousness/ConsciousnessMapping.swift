@@ -70,7 +70,8 @@ enum ConsciousnessMapping {
             let declared = properties["temperature_unit"]?.string ?? properties["unit"]?.string
             let fahrenheit = isFahrenheit(option: temperatureUnit, declared: declared, readings: [current, target].compactMap { $0 })
             func celsius(_ value: Double?) -> StateValue? {
-                value.map { .number(((fahrenheit ? ($0 - 32) * 5 / 9 : $0) * 10).rounded() / 10) }
+                // (-1e308 - 32) * 5 overflows: such a reading is left out.
+                value.flatMap { .finite((fahrenheit ? ($0 - 32) * 5 / 9 : $0).rounded(places: 1)) }
             }
             add("temperature", celsius(current))
             add("target_temperature", celsius(target))

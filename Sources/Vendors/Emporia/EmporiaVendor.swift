@@ -167,11 +167,12 @@ public final class EmporiaVendor: Vendor {
         }
         if let change = command.changes["charging_current"] {
             let maximum = charger.maxChargingRate ?? 40
-            guard let amps = change.number, amps.rounded() == amps, amps >= 6, amps <= Double(maximum) else {
+            // Int(exactly:): the charger's maximum comes from Emporia and may be Int.max, which Double rounds up.
+            guard let amps = change.number.flatMap({ Int(exactly: $0) }), amps >= 6, amps <= maximum else {
                 throw GatewayError(.vendorRejected, message: "charging_current must be a whole number of A from 6 to \(maximum) on this charger.",
                                    suggestion: "Send a value between 6 and \(maximum).")
             }
-            wanted.chargingRate = Int(amps)
+            wanted.chargingRate = amps
         }
         guard wanted.chargerOn != nil, wanted.chargingRate != nil, wanted.maxChargingRate != nil else {
             throw GatewayError(.vendorRejected, message: "The charger's current setting is not known yet, so it is not changed.",

@@ -37,9 +37,9 @@ enum EnphaseMapping {
 
     static func state(_ reading: Reading) -> [String: StateValue] {
         var values: [String: StateValue] = [:]
-        func set(_ key: String, _ value: Double?, scale: Double = 1, places: Double = 1000) {
+        func set(_ key: String, _ value: Double?, scale: Double = 1, places: Int = 3) {
             guard let value, value.isFinite else { return }
-            values[key] = .number((value * scale * places).rounded() / places)
+            values[key] = .number((value * scale).rounded(places: places))
         }
         let phases = (reading.meters ?? []).filter { $0.state == "enabled" }.map { $0.phaseCount ?? 1 }.max() ?? 1
         /// `<key>_l1`… from an entry's `lines`, only where the supply has more than one phase.
@@ -99,12 +99,12 @@ enum EnphaseMapping {
         let acb = reading.production?.storage?.first { $0.type == "acb" && ($0.activeCount ?? 0) > 0 }
         let iq = (reading.ensemblePower?.devices ?? []).compactMap(\.realPowerMilliwatts)
         if acb != nil || !iq.isEmpty {
-            set("battery_power", (acb?.wNow ?? 0) + iq.reduce(0, +) / 1000, places: 10)
+            set("battery_power", (acb?.wNow ?? 0) + iq.reduce(0, +) / 1000, places: 1)
         }
         if let secctrl = reading.secctrl, (secctrl.maxEnergy ?? 0) > 0, let level = secctrl.aggSoc {
-            set("battery_level", level, places: 10)
+            set("battery_level", level, places: 1)
         } else if let acb {
-            set("battery_level", acb.percentFull, places: 10)
+            set("battery_level", acb.percentFull, places: 1)
         }
         return values
     }

@@ -106,7 +106,7 @@ public final class FlumeVendor: Vendor {
     public func poll(use: QuotaScheduler.Use = .poll) async throws(GatewayError) {
         try await session.prepare()
         guard let user = tokens.current.userID else {
-            throw GatewayError(.malformedResponse, message: "Flume's token carries no user_id.")
+            throw GatewayError(.malformedResponse, message: "Flume's token carries no usable user_id (a text or a whole number).")
         }
         let sensors = try await sensors(user: user, use: use)
         let now = http.now()
@@ -115,8 +115,8 @@ public final class FlumeVendor: Vendor {
             var state: [String: StateValue] = [:]
             let deviceID = DeviceID(vendorInstance: instanceID, vendorDeviceID: sensor.id).rawValue
             let (flow, volume) = try await readings(of: sensor, deviceID: deviceID, user: user, at: now, use: use)
-            if let flow { state["water_flow"] = .number(Self.rounded(flow)) }
-            if let volume { state["water_volume"] = .number(Self.rounded(volume)) }
+            if let flow { state["water_flow"] = .finite(Self.rounded(flow)) }
+            if let volume { state["water_volume"] = .finite(Self.rounded(volume)) }
             if let battery = Self.battery(sensor.battery_level) { state["battery"] = .number(battery) }
             if let leak = try await leak(of: sensor, user: user, at: now, use: use) { state["leak"] = .bool(leak) }
             states.append((sensor, state))
@@ -134,7 +134,7 @@ public final class FlumeVendor: Vendor {
         }
     }
 
-    static func rounded(_ litres: Double) -> Double { (litres * 1000).rounded() / 1000 }
+    static func rounded(_ litres: Double) -> Double { litres.rounded(places: 3) }
 
     /// Flume's `battery_level` words as a percentage.
     static func battery(_ level: String?) -> Double? {
@@ -170,7 +170,9 @@ public final class FlumeVendor: Vendor {
         let result = try await envelope(request, WireQueryResult.self, context: "usage query", use: use)
         func sum(_ id: String) -> Double? {
             let values = (result?[id] ?? []).compactMap(\.value).filter(\.isFinite)
-            return values.isEmpty ? nil : values.reduce(0, +)
+            // Huge buckets can add up to infinity: such a sum is no reading.
+            let total = values.reduce(0, +)
+            return values.isEmpty || !total.isFinite ? nil : total
         }
         let flow = sum("last_minute") ?? (result?["last_minute"] != nil ? 0 : nil)
         guard let todayTotal = sum("today") ?? (result?["today"] != nil ? 0 : nil) else { return (flow, previous?.volume) }
@@ -280,7 +282,7 @@ public final class FlumeVendor: Vendor {
             http.redactor.set("access_token", token.access_token)
             if let refresh = token.refresh_token { http.redactor.set("refresh_token", refresh) }
             guard let user = JWTClaims.text("user_id", in: token.access_token) else {
-                throw GatewayError(.malformedResponse, message: "Flume's token carries no user_id.")
+                throw GatewayError(.malformedResponse, message: "Flume's token carries no usable user_id (a text or a whole number).")
             }
             tokens.set(.init(refresh: token.refresh_token, userID: user))
             return SessionCredentials(headers: [(name: "Authorization", value: "Bearer \(token.access_token)")], lifetime: token.expires_in ?? 604_800)

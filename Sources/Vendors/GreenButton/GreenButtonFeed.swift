@@ -1,4 +1,5 @@
 import Foundation
+import GatewayModel
 
 /// A Green Button (NAESB REQ.21 ESPI) download or Green Button Connect feed, reduced to what the gateway
 /// publishes: usage points, each with series of interval readings of one reading type.
@@ -61,6 +62,7 @@ struct GreenButtonFeed: Sendable {
         } catch {
             throw ParseError(description: "not a Green Button XML file (line \(error.line): \(error.reason))")
         }
+        if let problem = collector.problem { throw ParseError(description: problem) }
         let feed = resolve(collector.entries)
         guard !feed.usagePoints.isEmpty else {
             throw ParseError(description: "the file has no usage points with interval readings (is it a Green Button download?)")
@@ -147,6 +149,9 @@ struct Entry {
 struct EntryCollector {
     var entries: [Entry] = []
     var text = ""
+    /// The first value the gateway cannot use (a time past any date, a power of ten no meter uses): the file is
+    /// refused with it rather than read in part.
+    var problem: String?
     private var current: Entry?
     private var path: [String] = []
     private var pendingInterval: (start: Int64?, duration: Int64?, value: Double?)?
@@ -166,6 +171,14 @@ struct EntryCollector {
         }
     }
 
+    static let powersOfTen = -30...30
+
+    static func representable(_ seconds: Int64) -> Bool { ISOTime.representable.contains(Double(seconds)) }
+
+    private mutating func refuse(_ reason: String) {
+        if problem == nil { problem = "not a usable Green Button file: \(reason)" }
+    }
+
     mutating func end(_ name: String) {
         defer { _ = path.popLast() }
         let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -183,7 +196,12 @@ struct EntryCollector {
         case ("uom", "ReadingType"):
             current?.readingType.uom = Int(value)
         case ("powerOfTenMultiplier", "ReadingType"):
-            current?.readingType.powerOfTenMultiplier = Int(value) ?? 0
+            // ESPI uses -12…12; 10^400 would make every reading infinite.
+            guard let power = Int(value.isEmpty ? "0" : value), Self.powersOfTen.contains(power) else {
+                refuse("powerOfTenMultiplier '\(GatewayError.clip(value))' is not a whole number from -30 to 30")
+                return
+            }
+            current?.readingType.powerOfTenMultiplier = power
         case ("flowDirection", "ReadingType"):
             current?.readingType.flowDirection = Int(value)
         case ("commodity", "ReadingType"):
@@ -196,7 +214,13 @@ struct EntryCollector {
             pendingInterval?.value = Double(value)
         case ("IntervalReading", "IntervalBlock"):
             if let reading = pendingInterval, let start = reading.start, let duration = reading.duration, let number = reading.value, number.isFinite {
-                current?.intervals.append(GreenButtonFeed.Interval(start: start, duration: duration, value: number))
+                // start + duration is computed for every interval (and published as a date): it must not overflow.
+                let end = start.addingReportingOverflow(duration)
+                if duration < 0 || end.overflow || !Self.representable(start) || !Self.representable(end.partialValue) {
+                    refuse("an interval reading's time (start \(start), duration \(duration)) is not a date from year 0 to 9999")
+                } else {
+                    current?.intervals.append(GreenButtonFeed.Interval(start: start, duration: duration, value: number))
+                }
             }
             pendingInterval = nil
         default:

@@ -15,6 +15,7 @@ enum GreenButtonMapping {
     /// does not publish (demand in W, other flow directions, unknown units).
     static func target(_ type: GreenButtonFeed.ReadingType, service: GreenButtonFeed.Service) -> (key: String, factor: Double)? {
         let scale = pow(10, Double(type.powerOfTenMultiplier))
+        guard scale.isFinite, scale > 0 else { return nil }
         switch (type.uom, service) {
         case (72?, _):
             switch type.flowDirection {
@@ -39,7 +40,11 @@ enum GreenButtonMapping {
         for series in point.series {
             guard let target = target(series.readingType, service: point.service) else { continue }
             for interval in series.intervals {
-                byKey[target.key, default: [:]][interval.start] = (interval.start + interval.duration, interval.value * target.factor)
+                // The parser refuses such intervals; feeds can also be built elsewhere, so no input reaches a trapping `+`.
+                let end = interval.start.addingReportingOverflow(interval.duration)
+                let value = interval.value * target.factor
+                guard !end.overflow, value.isFinite else { continue }
+                byKey[target.key, default: [:]][interval.start] = (end.partialValue, value)
             }
         }
         return byKey.mapValues { $0.sorted { $0.key < $1.key }.map(\.value) }

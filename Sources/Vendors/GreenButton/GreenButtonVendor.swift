@@ -112,6 +112,8 @@ public final class GreenButtonVendor: Vendor {
                 let already = known.withLock { $0.historyUntil["\(id.rawValue)/\(key)"] } ?? Int64.min
                 var total = 0.0
                 for interval in intervals {
+                    // Each value is finite, their sum need not be: an interval that would make the counter infinite is left out.
+                    guard (total + interval.value).isFinite else { continue }
                     total += interval.value
                     if interval.end > already { history.append(TimedReading(key: key, value: Self.rounded(total), at: Date(timeIntervalSince1970: Double(interval.end)))) }
                 }
@@ -126,7 +128,7 @@ public final class GreenButtonVendor: Vendor {
         }
     }
 
-    static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+    static func rounded(_ value: Double) -> Double { value.rounded(places: 3) }
 
     // MARK: Sources
 

@@ -185,7 +185,7 @@ enum MatterMapping {
             out.append(Reading(key: "brightness", value: value(8, 0)?.number.map { .number((min(max($0, 0), 254) / 254 * 100).rounded()) }, writable: true))
         }
         if has(768), colorTemperatureCapable(node, endpoint) {
-            let kelvin = value(768, 7)?.number.flatMap { $0 > 0 ? StateValue.number((1_000_000 / $0).rounded()) : nil }
+            let kelvin = value(768, 7)?.number.flatMap { $0 > 0 ? StateValue.finite((1_000_000 / $0).rounded()) : nil }
             out.append(Reading(key: "color_temp_kelvin", value: kelvin, writable: true))
         }
         if has(768), let capabilities = value(768, 16394)?.integer, capabilities & 0b1001 != 0 {
@@ -231,7 +231,7 @@ enum MatterMapping {
         if has(1026) { out.append(Reading(key: "temperature", value: hundredths(value(1026, 0)))) }
         if has(1029) { out.append(Reading(key: "humidity", value: hundredths(value(1029, 0)))) }
         if has(1030) { out.append(Reading(key: "motion", value: value(1030, 0)?.integer.map { .bool($0 & 1 == 1) })) }
-        if has(1024) { out.append(Reading(key: "illuminance", value: value(1024, 0)?.number.map { .number(lux($0)) })) }
+        if has(1024) { out.append(Reading(key: "illuminance", value: value(1024, 0)?.number.flatMap { .finite(lux($0)) })) }
         if has(69) {
             let detected = value(69, 0)?.bool
             if types.contains(contactSensor) {
@@ -274,7 +274,7 @@ enum MatterMapping {
                 let times = value(2820, multiplier)?.number ?? 1
                 let over = value(2820, divisor)?.number ?? 1
                 guard over != 0 else { return nil }
-                return .number(round3(raw * times / over))
+                return .finite(round3(raw * times / over))
             }
             if !has(144) {
                 out.append(Reading(key: "power", value: measured(1291, 1540, 1541)))
@@ -308,7 +308,7 @@ enum MatterMapping {
 
     static func scaled(_ value: MatterValue?, by factor: Double) -> StateValue? { value?.number.map { .number(round3($0 * factor)) } }
 
-    static func round3(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+    static func round3(_ value: Double) -> Double { value.rounded(places: 3) }
 
     /// Illuminance MeasuredValue is 10,000 × log10(lx) + 1; 0 means too dark to measure.
     static func lux(_ measured: Double) -> Double {
@@ -362,7 +362,7 @@ enum MatterMapping {
         case (.microgramsPerCubicMetre, 5): raw / 1000
         default: nil
         }
-        return converted.map { .number(round3($0)) }
+        return converted.flatMap { .finite(round3($0)) }
     }
 
     // MARK: Generic Switch events (cluster 59)

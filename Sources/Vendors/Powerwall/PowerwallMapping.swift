@@ -78,8 +78,5 @@ enum PowerwallMapping {
         )
     }
 
-    static func round(_ value: Double, places: Int) -> Double {
-        let scale = places == 1 ? 10.0 : 1000.0
-        return (value * scale).rounded() / scale
-    }
+    static func round(_ value: Double, places: Int) -> Double { value.rounded(places: places) }
 }

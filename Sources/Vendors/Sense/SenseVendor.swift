@@ -221,14 +221,15 @@ public final class SenseVendor: Vendor {
 
     private func realtime(_ payload: WireRealtimeFrame.Payload, monitor: WireHello.Monitor) {
         let now = http.now()
-        let at = payload.epoch.map { Date(timeIntervalSince1970: $0) } ?? now
+        // An epoch no date can show (1e300) is the frame's clock gone wrong: the frame counts as seen now.
+        let at = payload.epoch.flatMap { ISOTime.representable.contains($0) ? Date(timeIntervalSince1970: $0) : nil } ?? now
         var updates: [(DeviceID, [String: StateValue])] = []
         var main: [String: StateValue] = [:]
-        func set(_ key: String, _ value: Double?) { if let value, value.isFinite { main[key] = .number((value * 10).rounded() / 10) } }
+        func set(_ key: String, _ value: Double?) { if let value, value.isFinite { main[key] = .number(value.rounded(places: 1)) } }
         set("home_power", payload.w)
         if monitor.solar_configured == true { set("solar_power", payload.solar_w) }
         set("grid_power", payload.grid_w)
-        set("frequency", payload.hz.map { ($0 * 10).rounded() / 10 })
+        set("frequency", payload.hz)
         for (index, volts) in (payload.voltage ?? []).prefix(2).enumerated() { set("voltage_l\(index + 1)", volts) }
         updates.append((DeviceID(vendorInstance: instanceID, vendorDeviceID: String(monitor.id)), main))
         // Devices in this frame draw power; known ones missing from it are off.
@@ -243,7 +244,8 @@ public final class SenseVendor: Vendor {
                     added.append(device)
                 }
                 seen.insert(device.id)
-                updates.append((device.id, ["power": .number(((entry.w ?? 0) * 10).rounded() / 10)]))
+                // JSON numbers are finite; a device's power is 0 when the frame leaves it out.
+                updates.append((device.id, ["power": .number((entry.w ?? 0).rounded(places: 1))]))
             }
             for id in feed.known.keys where !seen.contains(id) { updates.append((id, ["power": .number(0)])) }
         }
@@ -312,7 +314,7 @@ public final class SenseVendor: Vendor {
         request.headers.set(name: "x-sense-device-id", value: senseDeviceID)
         let trends = try await http.sendJSON(request, as: WireTrends.self, context: "Sense trends", use: use, authorizer: session)
         var state: [String: StateValue] = [:]
-        func set(_ key: String, _ value: Double?) { if let value, value.isFinite, value >= 0 { state[key] = .number((value * 1000).rounded() / 1000) } }
+        func set(_ key: String, _ value: Double?) { if let value, value.isFinite, value >= 0 { state[key] = .number(value.rounded(places: 3)) } }
         set("home_energy", trends.consumption?.total)
         if monitor.solar_configured == true { set("solar_energy", trends.production?.total) }
         set("grid_import_energy", trends.from_grid)

@@ -124,7 +124,8 @@ public final class SolarEdgeVendor: Vendor {
         var newest: (end: Date, value: Double)?
         let already = known.withLock { $0.historyUntil[site] } ?? .distantPast
         for slot in energy.values ?? [] {
-            guard let value = slot.value, value.isFinite, let start = ISOTime.parse(slot.timestamp) else { continue }
+            // A slot that would make the day's total infinite is left out, like a slot without a value.
+            guard let value = slot.value, value.isFinite, (total + value * scale).isFinite, let start = ISOTime.parse(slot.timestamp) else { continue }
             total += value * scale
             let end = start.addingTimeInterval(900)
             if end > already { history.append(TimedReading(key: "solar_energy", value: Self.rounded(total), at: end)) }
@@ -134,7 +135,9 @@ public final class SolarEdgeVendor: Vendor {
         known.withLock { $0.historyUntil[site] = newest.end }
         // A quarter hour's Wh × 4 is its average power in W.
         let watts = newest.value * (scale == 1 ? 1000 : 1) * 4
-        return Solar(state: ["solar_energy": .number(Self.rounded(total)), "solar_power": .number((watts * 10).rounded() / 10)], history: history, at: newest.end)
+        var state: [String: StateValue] = ["solar_energy": .number(Self.rounded(total))]
+        state["solar_power"] = .finite(watts.rounded(places: 1))
+        return Solar(state: state, history: history, at: newest.end)
     }
 
     /// Today's flows from the overview, and the average powers since the previous overview of the same day.
@@ -162,9 +165,9 @@ public final class SolarEdgeVendor: Vendor {
             }
             return known.flows[site]
         }
-        var state: [String: StateValue] = counters.mapValues { .number(Self.rounded($0)) }
+        var state: [String: StateValue] = counters.compactMapValues { .finite(Self.rounded($0)) }
         if let previous, let powers = Self.averagePowers(from: previous.counters, to: counters, hours: now.timeIntervalSince(previous.at) / 3600) {
-            for (key, watts) in powers { state[key] = .number((watts * 10).rounded() / 10) }
+            for (key, watts) in powers { state[key] = .finite(watts.rounded(places: 1)) }
         }
         return state
     }
@@ -186,7 +189,7 @@ public final class SolarEdgeVendor: Vendor {
         return powers
     }
 
-    static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+    static func rounded(_ value: Double) -> Double { value.rounded(places: 3) }
 
     private func sites(use: QuotaScheduler.Use) async throws(GatewayError) -> [WireSite] {
         if let id = options.siteID.flatMap(Int64.init) { return [WireSite(siteId: id)] }
