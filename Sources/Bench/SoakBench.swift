@@ -94,9 +94,9 @@ enum SoakBench {
         let inbound = client.messages
         let reader = Task {
             for await message in inbound {
-                if message.topic.hasPrefix("soak-replies/"), let index = Int(message.topic.dropFirst("soak-replies/".count)) {
+                if message.topic.hasPrefix("replies/soak/"), let index = Int(message.topic.dropFirst("replies/soak/".count)) {
                     inbox.replies.withLock { $0[index, default: []].append(message.payloadString) }
-                } else if message.topic == "soak-probe" {
+                } else if message.topic == "replies/soak-probe" {
                     inbox.healthAnswers.add(1, ordering: .relaxed)
                 }
             }
@@ -105,7 +105,7 @@ enum SoakBench {
         defer { reader.cancel() }
         client.start()
         try await waitUntil("soak client connected", timeout: .seconds(10)) { client.isConnected }
-        try await client.subscribeAndWait(["soak-replies/#", "soak-probe"], qos: .atLeastOnce, timeout: .seconds(5))
+        try await client.subscribeAndWait(["replies/soak/#", "replies/soak-probe"], qos: .atLeastOnce, timeout: .seconds(5))
 
         /// The gateway answers a `health` request: it is connected and subscribed, so a command now reaches it.
         func gatewayAnswers(within limit: Duration) async -> Bool {
@@ -113,7 +113,7 @@ enum SoakBench {
             let deadline = ContinuousClock.now + limit
             while ContinuousClock.now < deadline {
                 if client.isConnected {
-                    _ = client.publish("soak/bridge/request/health", Array("{}".utf8), qos: .atLeastOnce, properties: .init(responseTopic: "soak-probe"))
+                    _ = client.publish("soak/bridge/request/health", Array("{}".utf8), qos: .atLeastOnce, properties: .init(responseTopic: "replies/soak-probe"))
                 }
                 try? await Task.sleep(for: .milliseconds(250))
                 if inbox.healthAnswers.load(ordering: .relaxed) > before { return true }
@@ -160,7 +160,7 @@ enum SoakBench {
             case 1, 3, 5, 7, 9: ("soak/device/demo_light/set", #"{"brightness":\#(index % 100)}"#)
             default: ("soak/device/demo_plug/set", #"{"state":"\#(index % 4 == 0 ? "ON" : "OFF")"}"#)
             }
-            _ = client.publish(topic, Array(payload.utf8), qos: .atLeastOnce, properties: .init(responseTopic: "soak-replies/\(index)"))
+            _ = client.publish(topic, Array(payload.utf8), qos: .atLeastOnce, properties: .init(responseTopic: "replies/soak/\(index)"))
             result.sent = index
             try await Task.sleep(for: .milliseconds(100))
         }

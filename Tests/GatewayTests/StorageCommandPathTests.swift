@@ -14,7 +14,7 @@ import Testing
         let store = try #require(h.store)
         h.vendor.setMode(.gated)
         let before = store.committedTransactions
-        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
         try await waitUntil("the command reached the vendor") { h.vendor.executed.count == 1 }
         #expect(store.committedTransactions - before == 1, "commits before the vendor call: \(store.committedTransactions - before)")
         let id = try #require(h.vendor.executed.first?.id)
@@ -22,7 +22,7 @@ import Testing
         #expect(row.state == .sending && row.attempts == 1, "\(row.state) after \(row.attempts) attempt(s)")
 
         h.vendor.release()
-        #expect(await h.reply("r/1")?["status"] as? String == "ok")
+        #expect(await h.reply("replies/1")?["status"] as? String == "ok")
         try await waitUntil("the ack is written behind") { try store.outboxEntry(id: id)?.state == .acked }
     }
 
@@ -31,13 +31,13 @@ import Testing
         let h = try await CommandSafetyTests.Harness(storage: directory)
         let store = try #require(h.store)
         h.vendor.setMode(.gated)
-        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
         try await waitUntil("the first command reached the vendor") { h.vendor.executed.count == 1 }
-        await h.set("plug", #"{"brightness":40}"#, reply: "r/2")
+        await h.set("plug", #"{"brightness":40}"#, reply: "replies/2")
         let waiting = try await firstPending(store)
         #expect(waiting.attempts == 0, "a command that waits is stored pending, not sending")
         h.vendor.release()
-        #expect(await h.reply("r/2")?["status"] as? String == "ok")
+        #expect(await h.reply("replies/2")?["status"] as? String == "ok")
         try await waitUntil("both acked") { try store.outboxCounts()[.acked, default: 0] == 2 }
         #expect(try store.outboxEntry(id: waiting.id)?.attempts == 1)
     }
@@ -76,11 +76,11 @@ import Testing
         // The vendor is down and asks to be left alone for 30 s (longer than this test may take).
         h.vendor.setMode(.failing(GatewayError(.breakerOpen, message: "down", retryable: true, retryAfter: .seconds(30))))
         await h.controller.handle(.health(VendorHealth(vendorID: "sv", state: .down)))
-        await h.set("plug", #"{"state":"OFF"}"#, reply: "r/1")
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
         try await waitUntil("the first attempt failed") { h.vendor.executed.count == 1 }
         h.vendor.setMode(.immediate)
         await h.controller.handle(.health(VendorHealth(vendorID: "sv", state: .ok, lastSuccess: Date())))
         try await waitUntil("sent again right after the recovery", timeout: .seconds(5)) { h.vendor.executed.count == 2 }
-        #expect(await h.reply("r/1")?["status"] as? String == "ok")
+        #expect(await h.reply("replies/1")?["status"] as? String == "ok")
     }
 }
