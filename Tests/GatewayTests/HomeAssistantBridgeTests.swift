@@ -45,7 +45,7 @@ import VendorKit
         let vendor = try #require(all["vendor_demo"])
         #expect(vendor["state_topic"] as? String == "lbs/bridge/vendors/demo")
         #expect(vendor["json_attributes_topic"] as? String == "lbs/bridge/vendors/demo")
-        #expect(vendor["options"] as? [String] == ["ok", "degraded", "down"])
+        #expect(vendor["options"] as? [String] == ["starting", "ok", "degraded", "down"], "every state bridge/vendors/<id> can carry")
         #expect(all["connection_state"]?["state_topic"] as? String == "lbs/bridge/state")
         // bridge/info carries what the log-level select shows.
         #expect(h.transport.json("lbs/bridge/info")?["log_level"] as? String == "info")

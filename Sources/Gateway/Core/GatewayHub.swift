@@ -107,6 +107,27 @@ final class GatewayHub {
             if let values = states[id]?.values { lastKnown[id] = values }
         }
         if !lastKnown.isEmpty { vendor.restore(lastKnown: lastKnown) }
+        // Its health exists from the start (`starting`): bridge/vendors/<id>, Home Assistant's sensor and the
+        // metrics' per-vendor series are there before the vendor first reports, or if it never does.
+        if vendorHealth[vendor.instanceID] == nil {
+            applyHealth(VendorHealth(vendorID: vendor.instanceID, state: .ok, breaker: nil))
+        }
+        // Devices restored from the cache keep the availability the broker holds (nothing is published) until
+        // the vendor answers; if it has not within one poll interval, they go offline.
+        let vendorID = vendor.instanceID
+        let grace = Self.availabilityGrace(config.vendors.first { $0.id == vendorID }?.pollInterval)
+        let clock = self.clock
+        tasks.spawn { [self] in
+            do { try await clock.sleep(for: grace) } catch { return }
+            for device in devices.values where device.vendorID == vendorID && availability[device.id] == nil {
+                setAvailability(device.id, false)
+            }
+        }
+    }
+
+    /// One poll interval (60 s for a push vendor), between 5 s and 5 minutes.
+    static func availabilityGrace(_ pollInterval: Double?) -> Duration {
+        .milliseconds(Int((min(300, max(5, pollInterval ?? 60)) * 1000).rounded()))
     }
 
     // MARK: - Connection
@@ -134,7 +155,7 @@ final class GatewayHub {
             applyState(id, values, observedAt: observedAt)
         case .availability(let id, let online):
             guard let device = devices[id], availability[id] != online else { return }
-            answeredVendors.insert(device.vendorID)
+            noteAnswered(device.vendorID)
             setAvailability(id, online)
         case .health(let health):
             applyHealth(health)
@@ -146,7 +167,7 @@ final class GatewayHub {
             deviceEvent(id, type: type, data: data, at: time)
         case .history(let id, let readings):
             guard let device = devices[id] else { return logger.debug("history for unknown device \(id) ignored") }
-            answeredVendors.insert(device.vendorID)
+            noteAnswered(device.vendorID)
             let known = readings.filter { device.keys.contains($0.key) && $0.value.isFinite }
             if !known.isEmpty { emit(.historyReported(id, known)) }
         }
@@ -157,7 +178,7 @@ final class GatewayHub {
             logger.debug("state for unknown device \(id) ignored")
             return
         }
-        answeredVendors.insert(info.vendorID)
+        noteAnswered(info.vendorID)
         var update = values
         if info.hasCounters { guardCounters(id, &update) }
         // Merged in place: copying the state out and back would copy its dictionary on every update.
@@ -190,7 +211,7 @@ final class GatewayHub {
             logger.debug("event \(type) for unknown device \(id) ignored")
             return
         }
-        answeredVendors.insert(device.vendorID)
+        noteAnswered(device.vendorID)
         var payload: [String: JSON] = ["device": .string(id.rawValue), "event": .string(type), "vendor": .string(device.vendorID)]
         if !data.isEmpty { payload["data"] = .object(data.mapValues(JSON.init)) }
         publishEvent("device_event", .object(payload))
@@ -199,7 +220,7 @@ final class GatewayHub {
 
     /// One device added or changed without a full inventory (a push vendor's node joined or was updated).
     func applyPartial(added device: Device) {
-        answeredVendors.insert(device.vendorID)
+        noteAnswered(device.vendorID)
         guard devices[device.id] != device else { return }
         if devices[device.id] == nil {
             let count = devices.values.lazy.filter { $0.vendorID == device.vendorID }.count
@@ -220,7 +241,7 @@ final class GatewayHub {
     // MARK: - Registry
 
     func applyInventory(vendorID: String, devices reported: [Device]) {
-        answeredVendors.insert(vendorID)
+        noteAnswered(vendorID)
         inventoriedVendors.insert(vendorID)
         let list = capped(reported, vendorID: vendorID)
         let incoming = Dictionary(list.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -280,7 +301,9 @@ final class GatewayHub {
                 states[device.id] = state
             }
             store(device)
-            availability[device.id] = false
+            // Unknown until the vendor answers (see `register`): publishing offline now and online a moment
+            // later would flap every entity at every restart.
+            availability[device.id] = nil
             emit(.deviceAdded(device, restored: true))
         }
     }
@@ -355,10 +378,21 @@ final class GatewayHub {
             logHealthChange(health, shown: shown)
         }
         // A vendor's devices are announced online only after it answered once: not on the optimistic
-        // `ok` a vendor reports before its first call.
+        // `ok` a vendor reports before its first call; before that their availability stays as it was.
         let online = health.state != .down && answeredVendors.contains(health.vendorID)
+        guard health.state == .down || online else { return }
         for device in devices.values where device.vendorID == health.vendorID && availability[device.id] != online {
             setAvailability(device.id, online)
+        }
+    }
+
+    /// The vendor delivered something (an inventory, a state, an event): it has answered. A vendor that
+    /// reports no health of its own (the demo) goes from `starting` to `ok` here.
+    func noteAnswered(_ vendorID: String) {
+        guard answeredVendors.insert(vendorID).inserted else { return }
+        if var health = vendorHealth[vendorID], health.state == .ok, health.lastSuccess == nil, health.lastError == nil {
+            health.lastSuccess = now()
+            applyHealth(health)
         }
     }
 

@@ -66,7 +66,7 @@ extension HomeAssistantDiscovery {
         for vendor in vendorIDs.sorted() {
             let topic = JSON.string(topics.vendor(vendor))
             add("vendor_" + Slug.make(vendor), "sensor", name: "Vendor \(vendor)", [
-                "entity_category": "diagnostic", "device_class": "enum", "options": ["ok", "degraded", "down"],
+                "entity_category": "diagnostic", "device_class": "enum", "options": ["starting", "ok", "degraded", "down"],
                 "state_topic": topic, "value_template": "{{ value_json.state }}",
                 "json_attributes_topic": topic, "json_attributes_template": "{{ value_json | tojson }}",
             ])

@@ -125,7 +125,9 @@ final class StatePublisher: GatewayExtension {
     }
 
     private func publishAvailability(_ id: DeviceID) {
-        let online = hub.availability[id] ?? false
+        // Unknown (a device restored from the cache whose vendor has not answered yet): the broker keeps what
+        // the previous run left.
+        guard let online = hub.availability[id] else { return }
         hub.transport.publish(hub.topics.availability(id), online ? #"{"state":"online"}"# : #"{"state":"offline"}"#, qos: 1, retain: true)
     }
 
