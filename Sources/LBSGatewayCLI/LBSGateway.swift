@@ -98,6 +98,8 @@ extension LBSGateway {
                 logger: logger
             ))
             restart.onRequest { Task { await group.triggerGracefulShutdown() } }
+            // A graceful stop takes well under a second; whatever hangs, a stop signal ends the process in 4.5 s.
+            StopDeadline.arm(limit: .milliseconds(4_500))
             do {
                 try await group.run()
             } catch {

@@ -49,7 +49,7 @@ import VendorKit
         #expect(fromFile.mqtt.password?.reveal() == "s3cret")
         #expect("\(fromFile.mqtt.password as Any)".contains("s3cret") == false)
 
-        let fromEnv = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://h}\nvendors: [{type: demo}]",
+        let fromEnv = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://h, username: u}\nvendors: [{type: demo}]",
                                              environment: ["LBS_MQTT_PASSWORD": "envpw", "LBS_MQTT_URL": "mqtt://other:1884"]).get()
         #expect(fromEnv.mqtt.password?.reveal() == "envpw")
         #expect(fromEnv.mqtt.url == "mqtt://other:1884")

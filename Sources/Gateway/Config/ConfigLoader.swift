@@ -83,10 +83,15 @@ public enum ConfigLoader {
             mqtt.version = MQTTSettings.Version(rawValue: version) ?? .v5
         }
         mqtt.username = environment[Environment.username] ?? reader.string(mqttNode?["username"], at: "mqtt.username")
+        // An empty password (an empty file, as install.sh leaves for a broker without logins) is no password.
         if let password = environment[Environment.password] {
-            mqtt.password = VendorSecret(password)
+            mqtt.password = password.isEmpty ? nil : VendorSecret(password)
         } else if let file = environment[Environment.passwordFile] ?? reader.string(mqttNode?["password_file"], at: "mqtt.password_file") {
-            mqtt.password = reader.readSecretFile(file, at: "mqtt.password_file", baseDirectory: baseDirectory)
+            mqtt.password = reader.readSecretFile(file, at: "mqtt.password_file", baseDirectory: baseDirectory).flatMap { $0.reveal().isEmpty ? nil : $0 }
+        }
+        if mqtt.password != nil, mqtt.username?.isEmpty ?? true {
+            reader.problem("mqtt.username", "a broker password is set but no username (MQTT sends a password only with a username)",
+                           fix: "set mqtt.username (or \(Environment.username)), or leave the password file empty if the broker needs no login")
         }
         if let keepAlive = reader.number(mqttNode?["keepalive"], at: "mqtt.keepalive", range: 5...65535) { mqtt.keepAlive = Int(keepAlive) }
         for (key, setter) in [("ca_file", \MQTTSettings.caFile), ("cert_file", \.certFile), ("key_file", \.keyFile)] as [(String, WritableKeyPath<MQTTSettings, String?>)] {

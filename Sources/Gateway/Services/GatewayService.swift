@@ -38,7 +38,9 @@ public struct GatewayService: Service {
         }
 
         func markReady() { ready.open() }
+        /// Returns when the gateway is ready, or when the waiting task is cancelled (see `isReady`).
         func waitUntilReady() async { await ready.wait() }
+        var isReady: Bool { ready.isOpen }
     }
 
     init(config: GatewayConfig, logger: Logger, persistence: Persistence?, controls: BridgeControls?, runtime: SharedRuntime,
@@ -57,6 +59,9 @@ public struct GatewayService: Service {
         // Also refuse a programmatically built config that `ConfigLoader` would have refused.
         let problems = VendorCatalog.crossCheck(config)
         if !problems.isEmpty { throw ConfigLoader.Failure(problems: problems) }
+        // The broker settings are checked here, so a bad combination stops the start with its error instead of
+        // failing the gateway service after the others started.
+        try MQTTTransport.configuration(for: config).validate()
         let persistence = try config.storage.map { try Persistence(path: $0.path, logger: logger) }
         let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger,
                                     valueStore: persistence.map { CacheVendorValueStore(store: $0.store) })
@@ -155,7 +160,12 @@ public struct VendorSupervisor: Service {
     var notifier = SystemdNotifier(environment: [:])
 
     public func run() async throws {
-        await runtime.waitUntilReady()
+        // Until the gateway service has started; if it never does (it failed), the group's shutdown ends the wait.
+        try? await cancelWhenGracefulShutdown { await runtime.waitUntilReady() }
+        guard runtime.isReady else {
+            logger.debug("vendors not started: the gateway did not start")
+            return
+        }
         let vendors = runtime.vendors
         let logger = self.logger
         await withTaskGroup(of: Void.self) { group in
@@ -189,27 +199,43 @@ public struct VendorSupervisor: Service {
     }
 }
 
-/// A one-way gate: waiters resume once it opens (at once when it is open already).
+/// A one-way gate: waiters resume once it opens (at once when it is open already), or when their task is
+/// cancelled.
 final class ReadyGate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private struct State {
+        var open = false
+        var nextID = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+    private let state = Mutex(State())
+
+    var isOpen: Bool { state.withLock { $0.open } }
 
     func open() {
         let waiters = state.withLock { state in
             state.open = true
-            defer { state.waiters = [] }
+            defer { state.waiters = [:] }
             return state.waiters
         }
-        waiters.forEach { $0.resume() }
+        waiters.values.forEach { $0.resume() }
     }
 
     func wait() async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state in
+                    if state.open || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
             }
-            if resumeNow { continuation.resume() }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
         }
     }
 }
