@@ -22,6 +22,14 @@ public final class SecretRedactor: Sendable {
         secrets.withLock { $0[name] = forms.isEmpty ? nil : forms }
     }
 
+    /// Adds a further value of the secret called `name` (a password changed in its file: the old one stays
+    /// redacted as well).
+    public func add(_ name: String, _ value: String) {
+        let forms = Self.forms(value)
+        guard !forms.isEmpty else { return }
+        secrets.withLock { $0[name, default: []].append(contentsOf: forms) }
+    }
+
     /// `text` with every known secret form replaced by `[redacted]`.
     public func redact(_ text: String) -> String {
         let forms = secrets.withLock { $0.values.flatMap { $0 } }.sorted { $0.count > $1.count }

@@ -23,10 +23,7 @@ extension ConfigReader {
             warning(path, "'\(file)' is readable by every user on this machine (mode 0\(mode))",
                     fix: "chmod 600 '\(resolved)' (or 640 with the gateway's group)")
         }
-        var trimmed = Substring(text)
-        while let last = trimmed.last, last.isNewline { trimmed.removeLast() }
-        while let first = trimmed.first, first.isNewline { trimmed.removeFirst() }
-        return VendorSecret(String(trimmed))
+        return VendorSecret(file: resolved, value: VendorSecret.trimmed(text))
     }
 
     /// A secret a vendor needs, named `name` (`password`, `token`, `api_key` …). It comes from

@@ -29,7 +29,7 @@ public final class AwairCloudVendor: Vendor {
         self.options = options
         self.sink = sink
         http = try VendorHTTP(vendorID: instanceID, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink, context: context)
-        http.redactor.set("token", options.token.reveal())
+        http.redactor.set("token", options.token)
     }
 
     public var refreshesAllDevices: Bool { true }

@@ -58,7 +58,7 @@ public final class ConsciousnessVendor: Vendor {
         http = VendorHTTP(
             vendorID: instanceID, client: client, settings: settings, sink: sink, time: time, now: now, pinStore: pinStore, logger: logger
         )
-        http.redactor.set("password", options.password.reveal())
+        http.redactor.set("password", options.password)
         session = ConsciousnessSession.make(
             http: http, apiBase: options.apiBase, username: options.username, password: options.password, timeout: options.timeout
         )

@@ -19,8 +19,8 @@ final class EmporiaSignIn: Sendable {
         self.http = http
         self.options = options
         refreshToken = Mutex(options.refreshToken.map { $0.reveal() })
-        if let token = options.refreshToken { http.redactor.set("refresh_token", token.reveal()) }
-        if let password = options.password { http.redactor.set("password", password.reveal()) }
+        if let token = options.refreshToken { http.redactor.set("refresh_token", token) }
+        if let password = options.password { http.redactor.set("password", password) }
     }
 
     func session() -> LoginSession {

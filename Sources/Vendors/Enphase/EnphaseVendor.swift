@@ -40,8 +40,8 @@ public final class EnphaseVendor: Vendor {
         self.options = options
         self.sink = sink
         http = try VendorHTTP(vendorID: instanceID, settings: Self.envoySettings(options), sink: sink, context: context)
-        if let token = options.token { http.redactor.set("token", token.reveal()) }
-        if let login = options.enlighten { http.redactor.set("password", login.password.reveal()) }
+        if let token = options.token { http.redactor.set("token", token) }
+        if let login = options.enlighten { http.redactor.set("password", login.password) }
         // Enphase's cloud is checked against the system CA store whatever the Envoy's own `tls` policy; its health
         // is the Envoy's (a failed login shows there), so its own events are not sent.
         let cloud = options.enlighten == nil ? nil : VendorHTTP(
@@ -49,7 +49,7 @@ public final class EnphaseVendor: Vendor {
             settings: VendorHTTP.Settings(NetworkOptions(url: options.enlighten?.enlightenURL ?? "", timeout: .seconds(30)), retry: .none),
             sink: VendorEventSink { _ in }, time: TimeSource(context.clock), now: context.now, logger: context.logger
         )
-        if let login = options.enlighten { cloud?.redactor.set("password", login.password.reveal()) }
+        if let login = options.enlighten { cloud?.redactor.set("password", login.password) }
         session = Self.makeSession(http: http, cloud: cloud, options: options, serial: serial)
     }
 

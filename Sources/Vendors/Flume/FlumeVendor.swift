@@ -63,8 +63,8 @@ public final class FlumeVendor: Vendor {
         self.options = options
         self.sink = sink
         http = try VendorHTTP(vendorID: instanceID, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink, context: context)
-        http.redactor.set("password", options.password.reveal())
-        http.redactor.set("client_secret", options.clientSecret.reveal())
+        http.redactor.set("password", options.password)
+        http.redactor.set("client_secret", options.clientSecret)
         let tokens = TokenBox()
         self.tokens = tokens
         session = Self.makeSession(http: http, options: options, tokens: tokens)

@@ -44,7 +44,7 @@ public final class GreenButtonVendor: Vendor {
                 vendorID: instanceID, client: client, settings: VendorHTTP.Settings(network), sink: sink, time: time, now: context.now,
                 pinStore: context.pinStore, logger: context.logger
             )
-            http.redactor.set("token", token.reveal())
+            http.redactor.set("token", token)
             self.http = http
         } else {
             http = nil

@@ -56,7 +56,7 @@ public final class PowerwallVendor: Vendor {
             vendorID: instanceID, client: try VendorHTTP.newClient(), settings: settings, sink: sink, time: TimeSource(context.clock), now: context.now,
             pinStore: context.pinStore, logger: context.logger
         )
-        http.redactor.set("password", options.password.reveal())
+        http.redactor.set("password", options.password)
         session = PowerwallSession.make(http: http, options: options)
     }
 

@@ -71,8 +71,8 @@ public final class SenseVendor: Vendor {
             sink: VendorEventSink { _ in },
             time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
         )
-        http.redactor.set("password", options.password.reveal())
-        if let secret = options.totpSecret { http.redactor.set("totp", secret.reveal()) }
+        http.redactor.set("password", options.password)
+        if let secret = options.totpSecret { http.redactor.set("totp", secret) }
         // Until the cache answers (or without one): an id derived from the instance and account, stable too.
         let installID = InstallID(String(TOTP.hex(TOTP.sha1(Array("lbs-gateway/\(instanceID)/\(options.email.lowercased())".utf8))).prefix(32)))
         deviceIDs = installID

@@ -43,7 +43,7 @@ public final class SolarEdgeVendor: Vendor {
             vendorID: instanceID, client: client, settings: VendorHTTP.Settings(options.network, retry: .none), sink: sink,
             time: TimeSource(context.clock), now: context.now, pinStore: context.pinStore, logger: context.logger
         )
-        http.redactor.set("api_key", options.apiKey.reveal())
+        http.redactor.set("api_key", options.apiKey)
     }
 
     public var refreshesAllDevices: Bool { true }
