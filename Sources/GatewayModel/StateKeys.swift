@@ -147,6 +147,18 @@ public enum StateKeys {
     public static let chargingCurrent = KeySpec(
         "charging_current", label: "Charging current", unit: "A", kind: .number(min: 0, max: 80), writable: true, category: .energy
     )
+    /// An EV charger's session (Matter Energy EVSE's State): whether a car is plugged in, wants energy, charges.
+    public static let chargingState = KeySpec(
+        "charging_state", label: "Charging state",
+        kind: .enumeration(["not_plugged_in", "plugged_in_no_demand", "plugged_in_demand", "charging", "discharging", "session_ending", "fault"]),
+        category: .energy
+    )
+    /// What an EV charger may do (Matter Energy EVSE's SupplyState); `state` ON is charging enabled.
+    public static let supplyState = KeySpec(
+        "supply_state", label: "Supply state",
+        kind: .enumeration(["disabled", "charging_enabled", "discharging_enabled", "disabled_error", "disabled_diagnostics", "enabled"]),
+        category: .energy
+    )
     /// How a home battery uses its charge.
     public static let operationMode = KeySpec(
         "operation_mode", label: "Operation mode", kind: .enumeration(["self_consumption", "autonomous", "backup"]), writable: true,
@@ -156,6 +168,8 @@ public enum StateKeys {
     // Status
     public static let battery = KeySpec("battery", label: "Battery", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
     public static let consciousnessStatus = KeySpec("consciousness_status", label: "Consciousness", kind: .text)
+    /// The vendor's own time of the reading (ISO 8601), where it gives one apart from the gateway's `last_seen`.
+    public static let reportedAt = KeySpec("reported_at", label: "Reported at", kind: .text)
     public static let awarenessLevel = KeySpec("awareness_level", label: "Awareness", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
     public static let emotion = KeySpec("emotion", label: "Emotion", kind: .text)
     public static let arousal = KeySpec("arousal", label: "Arousal", kind: .number(min: 0, max: 1), series: .measurement)
@@ -167,8 +181,8 @@ public enum StateKeys {
         waterLeak, contact, smoke, carbonMonoxide, co, airQuality,
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
-        waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, chargingCurrent, operationMode,
-        voltage, current, frequency, battery, consciousnessStatus, awarenessLevel, emotion, arousal, valence,
+        waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, chargingCurrent, chargingState, supplyState, operationMode,
+        voltage, current, frequency, battery, consciousnessStatus, reportedAt, awarenessLevel, emotion, arousal, valence,
     ] + phases
 
     /// Keys a meter on a multi-phase supply also reports per phase, as `<key>_l1`, `<key>_l2`, `<key>_l3`.

@@ -9,8 +9,8 @@ import VendorKit
 /// Turns backend devices and the house's status into gateway devices and normalized state.
 ///
 /// Decisions (the backend only knows `turn_on` / `turn_off`, which switch a device's power and `status`):
-/// - Every device gets `state` (ON/OFF) from `status`: `active`/`online` → ON, `inactive` → OFF; for other
-///   words (`offline`, `error`) the `power` property decides, and the device is reported unavailable.
+/// - Every device gets `state` (ON/OFF) from `status`: `active` → ON, `inactive` → OFF; for other words
+///   (`online`, `offline`, `error`) the `power` property decides; `offline`/`error` devices are unavailable.
 /// - `smart_lock` reports `lock` from its `locked` property and `garage_door` reports `cover` from `open`,
 ///   because that is what the backend really says. They are NOT driven by turn_on/turn_off: those change only
 ///   power, so mapping LOCK → turn_on would confirm a lock that never happened. Commands for them are refused.
@@ -22,8 +22,9 @@ import VendorKit
 ///   `temperature`, `target_temperature` (°C, one decimal) and `hvac_mode` (see `hvacMode`). The unit is the
 ///   vendor's `temperature_unit` option; `auto` takes the device's `temperature_unit`/`unit` property, else
 ///   treats readings above 45 as °F (see `ConsciousnessOptions.TemperatureUnit`).
-/// - `last_seen` is a local time without a zone; it is read as UTC (the gateway and backend are expected to run
-///   in UTC), and a time in the future is replaced by now.
+/// - The backend's `last_seen` is a local time without a zone; it is read as UTC (the gateway and backend are
+///   expected to run in UTC), a time in the future is replaced by now, and it is published as `reported_at`.
+///   The gateway's own `last_seen` is the poll's time.
 enum ConsciousnessMapping {
     static let manufacturer = "House Consciousness"
     static let houseDeviceID = "house"
@@ -104,7 +105,10 @@ enum ConsciousnessMapping {
             vendorID: vendorID, vendorDeviceID: wire.id, name: wire.name ?? wire.id, type: type,
             manufacturer: manufacturer, model: backendType, room: room(wire.location), writableKeys: writableKeys, keys: keys
         )
-        return Mapped(device: device, values: values, observedAt: observedAt(wire.lastSeen, now: now), online: online)
+        // The backend's own time of the reading, as `reported_at`; the reading itself counts as observed now (the
+        // poll), so `last_seen` and the heartbeat say the gateway still reads the device when nothing changes.
+        if let reported = reportedAt(wire.lastSeen, now: now) { add("reported_at", .string(ISOTime.format(reported))) }
+        return Mapped(device: device, values: values, observedAt: now, online: online)
     }
 
     /// What `PUT /devices/{id}/control` can change: only power (`turn_on`/`turn_off`).
@@ -138,10 +142,12 @@ enum ConsciousnessMapping {
         }
     }
 
-    /// ON/OFF from the backend's status word, falling back to the `power` property.
+    /// ON/OFF from the backend's status word (`active`/`inactive`, what `turn_on`/`turn_off` set), else from the
+    /// `power` property: `online` says the device is reachable, not that it is on (a light `online` with
+    /// `power: false` is OFF).
     static func isOn(status: String?, power: Bool?) -> Bool? {
         switch status {
-        case "active", "online", "on": true
+        case "active", "on": true
         case "inactive", "off", "standby": false
         default: power
         }
@@ -155,8 +161,9 @@ enum ConsciousnessMapping {
         return words.map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined(separator: " ")
     }
 
-    static func observedAt(_ lastSeen: String?, now: Date) -> Date {
-        guard let lastSeen, let parsed = ISOTime.parse(lastSeen) else { return now }
+    /// The backend's `last_seen` (local time read as UTC), never later than now; nil when it has none.
+    static func reportedAt(_ lastSeen: String?, now: Date) -> Date? {
+        guard let lastSeen, let parsed = ISOTime.parse(lastSeen), ISOTime.representable.contains(parsed.timeIntervalSince1970) else { return nil }
         return min(parsed, now)
     }
 

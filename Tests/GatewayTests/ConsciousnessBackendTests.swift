@@ -1,0 +1,49 @@
+import ConsciousnessSimulator
+import Foundation
+@testable import Gateway
+import GatewayModel
+import GatewayTesting
+import MQTT
+import Testing
+@testable import VendorConsciousness
+
+/// What the real consciousness backend showed: devices whose backend `last_seen` never moves got no heartbeat
+/// (229 s of silence across 20 polls), and `status: online` was read as ON.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct ConsciousnessBackendTests {
+    static func wire(_ json: String) throws -> WireDevice {
+        try JSONDecoder().decode(WireDevice.self, from: Data(json.utf8))
+    }
+
+    @Test func onlineIsReachableNotOnAndTheBackendsTimeIsReportedAt() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let off = ConsciousnessMapping.map(try Self.wire(#"{"id":"l","type":"smart_light","status":"online","properties":{"power":false},"last_seen":"2026-11-26T10:00:00.123456"}"#),
+                                           vendorID: "house", now: now)
+        #expect(off.values["state"] == .string("OFF"))
+        #expect(off.observedAt == now, "the reading is observed at the poll")
+        #expect(off.values["reported_at"] == .string("2026-11-26T10:00:00.123Z"))
+        let active = ConsciousnessMapping.map(try Self.wire(#"{"id":"l","type":"smart_light","status":"active","properties":{"power":false}}"#), vendorID: "house", now: now)
+        #expect(active.values["state"] == .string("ON"))
+        #expect(active.values["reported_at"] == nil)
+        let inactive = ConsciousnessMapping.map(try Self.wire(#"{"id":"l","type":"smart_light","status":"inactive","properties":{"power":true}}"#), vendorID: "house", now: now)
+        #expect(inactive.values["state"] == .string("OFF"))
+    }
+
+    @Test func anUnchangedDeviceStillGetsItsHeartbeat() async throws {
+        let simulator = ConsciousnessSimulator(configuration: .init(password: "backend-secret"))
+        _ = try await simulator.start()
+        let directory = try TemporaryDirectory()
+        try "backend-secret\n".write(toFile: directory.file("backend-password"), atomically: true, encoding: .utf8)
+        let vendors = """
+              - {type: consciousness, id: house, url: "\(await simulator.baseURL)", username: admin, password_file: backend-password, poll_interval: 0.3, timeout: 1}
+            """
+        let gateway = try await GatewayHarness.start(directory: directory, mqtt: "state_heartbeat: 1", vendors: vendors)
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/device/house_lights-kitchen")
+        try await waitUntil("three heartbeats of an unchanged device", timeout: .seconds(15)) {
+            client.messages(on: "lbs/device/house_lights-kitchen").count >= 3
+        }
+        let seen = client.messages(on: "lbs/device/house_lights-kitchen").compactMap { $0.json?["last_seen"] as? String }
+        #expect(Set(seen).count >= 3, "last_seen must move with the polls: \(seen)")
+        await client.shutdown()
+    }
+}
