@@ -7,8 +7,8 @@ import Synchronization
 /// first frame `server_info`; requests `{message_id, command, args}` answered `{message_id, result}` or
 /// `{message_id, error_code, details}`; `start_listening` (every node, then events), `get_nodes`, `get_node`,
 /// `device_command`, `write_attribute`, `read_attribute`, `ping_node`. Commands change the node's attributes
-/// as a device would and the change comes back as `attribute_updated`, as from a real node; locks refuse a
-/// command without `timed_request_timeout_ms`, as the SDK does. Controls for tests: nodes added, removed,
+/// as a device would and the change comes back as `attribute_updated`, as from a real node; locks and EV chargers
+/// (Energy EVSE EnableCharging/Disable) refuse a command without `timed_request_timeout_ms`, as the SDK does. Controls for tests: nodes added, removed,
 /// made unavailable, attributes changed, button presses, `server_shutdown`, dropped connections, a schema the
 /// gateway does not speak, and commands left unanswered.
 public final class MatterSimulator: Sendable {
@@ -259,6 +259,19 @@ public final class MatterSimulator: Sendable {
                 return .failure(Failure(code: 0, details: "InteractionModelError: NeedsTimedInteraction (0xc6)"))
             }
             return .success([(path(0), name == "LockDoor" ? "1" : "2")])
+        case (153, "EnableCharging"), (153, "Disable"):
+            // Energy EVSE: timed invokes only; EnableCharging within the EVSE's limits. A car that wants energy
+            // starts charging once enabled and stops (still wanting) when disabled.
+            guard args["timed_request_timeout_ms"] is NSNumber else {
+                return .failure(Failure(code: 0, details: "InteractionModelError: NeedsTimedInteraction (0xc6)"))
+            }
+            let state = current(0).flatMap { Int($0) }
+            if name == "Disable" { return .success([(path(1), "0")] + (state == 3 ? [(path(0), "2")] : [])) }
+            guard let minimum = (payload["minimumChargeCurrent"] as? NSNumber)?.intValue, let maximum = (payload["maximumChargeCurrent"] as? NSNumber)?.intValue,
+                  minimum >= 0, minimum <= maximum, payload["chargingEnabledUntil"] is NSNull || (payload["chargingEnabledUntil"] as? NSNumber) != nil else {
+                return .failure(Failure(code: 0, details: "InteractionModelError: ConstraintError (0x87)"))
+            }
+            return .success([(path(1), "1")] + (state == 2 ? [(path(0), "3")] : []))
         case (258, "UpOrOpen"): return .success([(path(14), "0"), (path(10), "0")])
         case (258, "DownOrClose"): return .success([(path(14), "10000"), (path(10), "0")])
         case (258, "StopMotion"): return .success([])

@@ -51,6 +51,35 @@ import VendorSimulators
         #expect(off.rules(for: Self.air).isEmpty)
     }
 
+    /// Environment limits are the room's: they hold for devices that measure their surroundings (sensors, air
+    /// monitors, motion sensors, a thermostat's room temperature), never for an appliance's own temperature (a water
+    /// heater's 50 °C tank, a charger's or a fridge's) nor for a set-point (`target_temperature`), even with a limit
+    /// configured for it. No rule, so no binary sensor and no retained alert topic either.
+    @Test func environmentLimitsHoldForEnvironmentSensorsNotForAppliancesOrSetPoints() throws {
+        var settings = AlertSettings()
+        settings.environment["target_temperature"] = .init(above: 25)
+        var rules = AlertRules(settings: settings)
+        func device(_ type: DeviceType, _ name: String, keys: [String] = ["temperature", "target_temperature"]) -> Device {
+            Device(vendorID: "matter", vendorDeviceID: name, name: name, type: type, room: "Office", keys: keys)
+        }
+        let hot: [String: StateValue] = ["temperature": .number(50), "target_temperature": .number(65)]
+        for appliance in [device(.evCharger, "charger"), device(.plug, "plug"), device(.energyMeter, "meter")] {
+            #expect(rules.evaluate(appliance, values: hot, at: Self.t0).isEmpty, "\(appliance.type)")
+            #expect(settings.rules(for: appliance).isEmpty, "\(appliance.type)")
+        }
+        let heater = device(try #require(DeviceType(rawValue: "water_heater")), "heater")
+        #expect(rules.evaluate(heater, values: hot, at: Self.t0).isEmpty)
+        #expect(settings.rules(for: heater).isEmpty)
+        let fridge = device(try #require(DeviceType(rawValue: "appliance")), "fridge")
+        #expect(rules.evaluate(fridge, values: ["temperature": .number(4)], at: Self.t0).isEmpty)
+        // A thermostat's own reading is the room's; its set-point is not a reading of the room.
+        let thermostat = device(.thermostat, "thermostat")
+        #expect(raised(rules.evaluate(thermostat, values: hot, at: Self.t0)) == ["temperature_high_matter_thermostat"])
+        #expect(settings.rules(for: thermostat).map(\.name) == ["temperature_high", "temperature_low"])
+        let sensor = device(.sensor, "sensor", keys: ["temperature"])
+        #expect(raised(rules.evaluate(sensor, values: ["temperature": .number(12)], at: Self.t0)) == ["temperature_low_matter_sensor"])
+    }
+
     @Test func aLeakFlagOrAnHourOfUnbrokenFlowIsAWaterLeak() {
         var rules = AlertRules(settings: AlertSettings())
         let id = "water_leak_flume_main"

@@ -61,4 +61,29 @@ import VendorSimulators
         #expect(client.messages(on: "lbs/device/matter_1_42/availability").last?.json?["state"] as? String == "offline")
         #expect(client.messages(on: "lbs/device/matter_20/availability").last?.json?["state"] as? String == "online")
     }
+
+    /// The recorded EVSE and water heater end to end: the charger is a device with its state on MQTT and is
+    /// switched off from MQTT (Energy EVSE's Disable; its SupplyState comes back); the water heater's 50 °C tank
+    /// raises no room temperature alert (no alert topic at all: environment limits are for environment sensors),
+    /// while the weather sensor next to it keeps its rules.
+    @Test func anEVSEIsSwitchedFromMQTTAndAWaterHeaterRaisesNoRoomAlert() async throws {
+        let (simulator, gateway) = try await start()
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/device/#", "lbs/alert/#", "replies/#")
+        let charger = try await client.waitForMessage(topic: "lbs/device/matter_23", timeout: .seconds(15))
+        #expect(charger.json?["state"] as? String == "ON" && charger.json?["charging_state"] as? String == "charging", "\(charger.text)")
+        let heater = try await client.waitForMessage(topic: "lbs/device/matter_57", timeout: .seconds(10))
+        #expect(heater.json?["temperature"] as? Double == 50, "\(heater.text)")
+        _ = try await client.waitForMessage(topic: "lbs/alert/temperature_high_matter_29", timeout: .seconds(10))
+
+        try await client.publish("lbs/device/matter_23/set", #"{"state":"OFF"}"#, qos: .atLeastOnce, responseTopic: "replies/evse")
+        let reply = try await client.waitForMessage(topic: "replies/evse", timeout: .seconds(10))
+        #expect(reply.json?["status"] as? String == "ok", "\(reply.text)")
+        let off = try await client.waitForMessage(topic: "lbs/device/matter_23", timeout: .seconds(10)) { $0.json?["state"] as? String == "OFF" }
+        #expect(off.json?["supply_state"] as? String == "disabled")
+        #expect(simulator.commands.contains("device_command 23/1/153 Disable"))
+        // Everything the gateway published before the reply has arrived: the heater has no alert topic.
+        #expect(client.messages(on: "lbs/alert/temperature_high_matter_57").isEmpty)
+        #expect(client.messages(on: "lbs/alert/temperature_low_matter_57").isEmpty)
+    }
 }

@@ -98,6 +98,50 @@ import VendorTesting
         }
     }
 
+    /// Only AC Batteries (pyenphase's 8.3.5169_ACB_inventory: no IQ Battery in `/ivp/ensemble/inventory`, secctrl's
+    /// `agg_soc` 0 beside `ACB_agg_soc` 1): the level is the AC Batteries' own `percentFull`, as pyenphase's
+    /// `acb_power.state_of_charge` (it has no aggregate then), not the aggregate's 0.
+    @Test func anACBOnlyGatewayGivesTheACBsOwnLevel() async throws {
+        let folder = "8.3.5169_ACB_inventory"
+        let (simulator, vendor, log) = try await start(folder)
+        defer { Task { await simulator.stop() } }
+        try await vendor.poll()
+        let device = try #require(log.inventories.last?.first)
+        let storage = try #require(((try json(folder, "production.json")) as? [String: Any])?["storage"] as? [[String: Any]])
+        let acb = try #require(storage.first)
+        let secctrl = try #require(try json(folder, "ivp_ensemble_secctrl") as? [String: Any])
+        #expect(try number(secctrl["agg_soc"]) == 0 && (try number(acb["percentFull"])) == 1, "the recording's shape")
+        #expect(log.states[device.id]?["battery_level"] == .number(try number(acb["percentFull"])))
+        #expect(log.states[device.id]?["battery_power"] == .number(try number(acb["wNow"])))
+        #expect(device.keys.contains("battery_level"))
+    }
+
+    /// The level per battery kind, pyenphase's rules: IQ Batteries with AC Batteries → secctrl's `agg_soc` (every
+    /// battery together); IQ Batteries only → `ENC_agg_soc`; AC Batteries only → production.json's `percentFull`.
+    /// The answers are decoded as the Envoy sends them (the shapes of pyenphase's recordings).
+    @Test func theBatteryLevelComesFromTheSourcePyenphaseTrustsPerBatteryKind() throws {
+        func decode<T: Decodable>(_ type: T.Type, _ json: String) throws -> T { try JSONDecoder().decode(type, from: Data(json.utf8)) }
+        let secctrl = try decode(WireSecCtrl.self, #"{"agg_soc": 39, "Max_energy": 7220, "ENC_agg_soc": 54, "ACB_agg_soc": 25}"#)
+        let acb = try decode(WireProductionJSON.self, #"{"storage": [{"type": "acb", "activeCount": 3, "wNow": 260, "percentFull": 25}]}"#)
+        let noACB = try decode(WireProductionJSON.self, #"{"storage": [{"type": "acb", "activeCount": 0, "wNow": 0, "percentFull": 0}]}"#)
+        let unconfigured = try decode(WireProductionJSON.self, #"{"storage": [{"type": "acb", "activeCount": 2, "wNow": 0}]}"#)
+        let iq = try decode(WireEnsemblePower.self, #"{"devices:": [{"serial_num": "122311091641", "real_power_mw": 105000, "soc": 54}]}"#)
+        let noIQ = try decode(WireEnsemblePower.self, #"{"devices:": []}"#)
+        func state(_ production: WireProductionJSON, _ power: WireEnsemblePower) -> [String: StateValue] {
+            var reading = EnphaseMapping.Reading()
+            reading.production = production
+            reading.secctrl = secctrl
+            reading.ensemblePower = power
+            return EnphaseMapping.state(reading)
+        }
+        #expect(state(acb, iq)["battery_level"] == .number(39) && state(acb, iq)["battery_power"] == .number(365))
+        #expect(state(noACB, iq)["battery_level"] == .number(54) && state(noACB, iq)["battery_power"] == .number(105))
+        #expect(state(acb, noIQ)["battery_level"] == .number(25) && state(acb, noIQ)["battery_power"] == .number(260))
+        #expect(state(noACB, noIQ)["battery_level"] == nil && state(noACB, noIQ)["battery_power"] == nil)
+        // An ACB entry without `percentFull` is not a configured AC Battery (pyenphase ignores it).
+        #expect(state(unconfigured, noIQ)["battery_level"] == nil && state(unconfigured, noIQ)["battery_power"] == nil)
+    }
+
     /// Three phases: every flow also per phase from production.json's `lines` (details=1), the grid meter's energy
     /// and voltage per channel, and no summed `voltage` (the meter's is the three phases added up).
     @Test func aThreePhaseSupplyGivesPerPhaseKeys() async throws {

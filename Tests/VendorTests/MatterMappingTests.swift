@@ -23,7 +23,7 @@ import VendorKit
 
     @Test func everyFixtureMapsWithoutError() throws {
         let files = try FileManager.default.contentsOfDirectory(atPath: Fixtures.path("matter", "nodes")).filter { $0.hasSuffix(".json") }
-        #expect(files.count == 14)
+        #expect(files.count == 16)
         for file in files {
             let plans = try Self.plans(String(file.dropLast(5)))
             #expect(!plans.isEmpty, "\(file)")
@@ -88,6 +88,84 @@ import VendorKit
         let plug = try Self.only("eve_energy_plug")
         #expect(plug.device.type == .plug)
         #expect(plug.state == ["state": .string("OFF"), "power": .number(0), "voltage": .number(238.8), "current": .number(0), "energy": .number(0.22)])
+    }
+
+    /// Home Assistant's recorded Silabs EVSE (Energy EVSE 0x0099 on endpoint 1, with Electrical Power and Energy
+    /// Measurement 0x0090/0x0091 whose values are null in the recording): an EV charger whose `state` is whether
+    /// charging is enabled (SupplyState 1), `charging_state` the EVSE's State (3 PluggedInCharging), `supply_state`
+    /// SupplyState in words; `power` and `energy` announced without values until the node reports them.
+    @Test func anEVSEIsAChargerWithItsSupplyChargingStateAndPower() throws {
+        let plan = try Self.only("silabs_evse_charging")
+        #expect(plan.device.type == .evCharger && plan.device.name == "evse" && plan.device.model == "evse" && plan.device.manufacturer == "Silabs")
+        #expect(plan.device.keys == ["state", "charging_state", "supply_state", "power", "energy"])
+        #expect(plan.device.writableKeys == ["state"])
+        #expect(plan.state == ["state": .string("ON"), "charging_state": .string("charging"), "supply_state": .string("charging_enabled")])
+        #expect(plan.online)
+        // Reported later: 0x0090 ActivePower in mW, 0x0091 CumulativeEnergyImported in mWh.
+        var node = try Self.node("silabs_evse_charging")
+        node.attributes["1/144/8"] = .int(7_360_000)
+        node.attributes["1/145/1"] = .object(["0": .int(12_500_000)])
+        node.attributes["1/153/0"] = .int(0)
+        node.attributes["1/153/1"] = .int(0)
+        let later = MatterMapping.plans(for: node, vendorID: "matter")[0]
+        #expect(later.state == ["state": .string("OFF"), "charging_state": .string("not_plugged_in"), "supply_state": .string("disabled"),
+                                "power": .number(7360), "energy": .number(12.5)])
+    }
+
+    /// A node whose only application cluster is Energy EVSE is still a device (name, model, availability) with
+    /// what maps from that cluster: nothing else is needed for a node to be published.
+    @Test func aNodeWithOnlyTheEVSEClusterIsADevice() throws {
+        let full = try Self.node("silabs_evse_charging")
+        let attributes = full.attributes.filter { path, _ in
+            path.hasPrefix("0/") || path.hasPrefix("1/29/") || path.hasPrefix("1/153/")
+        }
+        let node = MatterNode(node_id: full.node_id, available: true, attributes: attributes)
+        let plans = MatterMapping.plans(for: node, vendorID: "matter")
+        #expect(plans.count == 1)
+        let plan = try #require(plans.first)
+        #expect(plan.device.id.rawValue == "matter_23" && plan.device.name == "evse" && plan.device.model == "evse" && plan.online)
+        #expect(plan.device.type == .evCharger)
+        #expect(plan.device.keys == ["state", "charging_state", "supply_state"])
+        for key in plan.device.keys { #expect(StateKeys.spec(key) != nil, "\(key) is a registered key") }
+    }
+
+    /// Enabling and disabling charging are Energy EVSE's EnableCharging and Disable, sent as Home Assistant sends them
+    /// (a timed invoke of 3 s); EnableCharging without an end time (null) and with the EVSE's own current limits
+    /// (MinimumChargeCurrent 0x0099/6, MaximumChargeCurrent 0x0099/7, in mA).
+    @Test func chargingIsEnabledAndDisabledWithTheEVSECommands() throws {
+        let plan = try Self.only("silabs_evse_charging")
+        let node = try Self.node("silabs_evse_charging")
+        #expect(try MatterCommands.calls(for: ["state": .string("OFF")], plan: plan, node: node)
+            == [.command(endpoint: 1, cluster: 153, name: "Disable", payload: [:], timedMs: 3000)])
+        let on = try MatterCommands.calls(for: ["state": .string("ON")], plan: plan, node: node)
+        #expect(on.count == 1)
+        guard case .command(let endpoint, let cluster, let name, let payload, let timed)? = on.first else {
+            Issue.record("no command: \(on)")
+            return
+        }
+        #expect(endpoint == 1 && cluster == 153 && name == "EnableCharging" && timed == 3000)
+        #expect(payload["minimumChargeCurrent"] == .int(2000) && payload["maximumChargeCurrent"] == .int(30000))
+        #expect(payload["chargingEnabledUntil"]?.json is NSNull, "no end time")
+        // TOGGLE follows SupplyState: charging is enabled in the recording, so it disables.
+        #expect(try MatterCommands.calls(for: ["state": .string("TOGGLE")], plan: plan, node: node).first?.summary == "Disable on 1/153")
+        #expect(throws: GatewayError.self) { try MatterCommands.calls(for: ["state": .string("MAYBE")], plan: plan, node: node) }
+    }
+
+    /// Appliances are typed by their Matter device type, not left as sensors: Home Assistant's recorded Silabs water
+    /// heater (0x050F, with a Thermostat cluster whose LocalTemperature is the tank's 50 °C) is a `water_heater`.
+    @Test func aWaterHeaterIsAWaterHeaterNotASensor() throws {
+        let plan = try Self.only("silabs_water_heater")
+        #expect(plan.device.type.rawValue == "water_heater")
+        #expect(plan.state["temperature"] == .number(50) && plan.state["power"] == .number(23))
+        let appliance = { (type: Int) in
+            MatterMapping.deviceType(for: [0x050D, type]).rawValue
+        }
+        #expect(appliance(0x050C) == "ev_charger")
+        #expect(appliance(0x050F) == "water_heater")
+        for type in [0x0070, 0x0071, 0x0073, 0x0074, 0x0075, 0x0077, 0x0078, 0x0079, 0x007A, 0x007B, 0x007C, 0x0309, 0x0017, 0x0018] {
+            #expect(appliance(type) == "appliance", "device type \(type)")
+        }
+        #expect(MatterMapping.deviceType(for: [0x0302]) == .sensor && MatterMapping.deviceType(for: [0x0301]) == .thermostat)
     }
 
     @Test func aBridgesBridgedEndpointIsADeviceOfItsOwn() throws {

@@ -41,7 +41,7 @@ import VendorTesting
         defer { task.cancel(); Task { await simulator.stop() } }
         try await waitUntil("synced") { log.inventories.count == 1 && log.health.last?.state == .ok }
         let devices = try #require(log.inventories.first)
-        #expect(devices.count == 15, "14 nodes and the bridge's bridged device")
+        #expect(devices.count == 17, "16 nodes and the bridge's bridged device")
         #expect(log.states[Self.id("20")] == ["lock": .string("LOCKED"), "battery": .number(40)])
         #expect(log.availability[Self.id("20")] == true && log.availability[Self.id("1_42")] == false)
 
@@ -58,6 +58,35 @@ import VendorTesting
         #expect(simulator.commands.last == "write_attribute 12/1/513/18 2100")
         _ = try await vendor.execute(Self.command("1_42", ["state": .string("ON")]))
         #expect(simulator.commands.last == "device_command 1/40/6 On", "a bridged device's command goes to its endpoint on the bridge node")
+    }
+
+    /// The recorded EVSE through the server: a device from the first sync, charging disabled and enabled again with
+    /// Energy EVSE's Disable and EnableCharging (timed, as the SDK wants them), the new SupplyState and State coming
+    /// back as the node's reports.
+    @Test func anEVSEIsADeviceAndItsChargingIsSwitchedByTheEVSECommands() async throws {
+        let all = try Self.dumps()
+        let evse = try #require(all.first { String(decoding: $0, as: UTF8.self).contains("\"node_id\": 23,") })
+        let simulator = try MatterSimulator(nodes: [evse])
+        let (vendor, log, task) = try await start(simulator)
+        defer { task.cancel(); Task { await simulator.stop() } }
+        try await waitUntil("synced") { log.inventories.count == 1 && log.health.last?.state == .ok }
+        let device = try #require(log.inventories.first?.first)
+        #expect(device.id == Self.id("23") && device.type == .evCharger && device.name == "evse")
+        #expect(log.states[Self.id("23")] == ["state": .string("ON"), "charging_state": .string("charging"), "supply_state": .string("charging_enabled")])
+        #expect(log.availability[Self.id("23")] == true)
+
+        let off = try await vendor.execute(Self.command("23", ["state": .string("OFF")]))
+        #expect(off.confirmed.isEmpty, "nothing optimistic: the node reports the change")
+        #expect(simulator.commands.last == "device_command 23/1/153 Disable")
+        try await waitUntil("charging disabled") {
+            log.states[Self.id("23")]?["state"] == .string("OFF") && log.states[Self.id("23")]?["supply_state"] == .string("disabled")
+                && log.states[Self.id("23")]?["charging_state"] == .string("plugged_in_demand")
+        }
+        _ = try await vendor.execute(Self.command("23", ["state": .string("ON")]))
+        #expect(simulator.commands.last == "device_command 23/1/153 EnableCharging")
+        try await waitUntil("charging again") {
+            log.states[Self.id("23")]?["state"] == .string("ON") && log.states[Self.id("23")]?["charging_state"] == .string("charging")
+        }
     }
 
     @Test func nodesJoinLeaveGoOfflineAndAButtonIsAnEvent() async throws {

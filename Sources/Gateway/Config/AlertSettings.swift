@@ -61,6 +61,14 @@ public struct AlertSettings: Sendable, Equatable {
         public var deviceClass: String
     }
 
+    /// The room's limits (`<key>_high`/`_low`) hold for devices that measure their surroundings (sensors, air
+    /// monitors, motion sensors, thermostats, hubs, buttons: `DeviceType.measuresSurroundings`), never for an
+    /// appliance's own readings (a water heater's tank, an EV charger, a fridge, a plug, a meter), and never for a
+    /// settable key (a thermostat's set-point is not a reading of the room).
+    public static func limitsApply(to device: Device, key: String) -> Bool {
+        device.type.measuresSurroundings && StateKeys.spec(key)?.writable != true
+    }
+
     /// The rules that apply to a device (its keys, the limits for its room): one Home Assistant binary sensor
     /// each, and one retained `<base>/alert/<rule>_<device id>` topic.
     public func rules(for device: Device) -> [Rule] {
@@ -73,7 +81,7 @@ public struct AlertSettings: Sendable, Equatable {
             rules.append(Rule(name: "unusual_consumption", label: "Unusual consumption", deviceClass: "problem"))
         }
         for key in device.keys.sorted() {
-            guard let limit = threshold(key, room: device.roomSlug), let spec = StateKeys.spec(key) else { continue }
+            guard Self.limitsApply(to: device, key: key), let limit = threshold(key, room: device.roomSlug), let spec = StateKeys.spec(key) else { continue }
             if limit.above != nil { rules.append(Rule(name: "\(key)_high", label: "\(spec.label) high", deviceClass: key == "temperature" ? "heat" : "problem")) }
             if limit.below != nil { rules.append(Rule(name: "\(key)_low", label: "\(spec.label) low", deviceClass: key == "temperature" ? "cold" : "problem")) }
         }

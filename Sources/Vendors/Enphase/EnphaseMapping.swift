@@ -8,8 +8,12 @@ import GatewayModel
 ///   (+ import / − export), and its meter's delivered/received energy (`/ivp/meters/readings`) →
 ///   `grid_import_energy`/`grid_export_energy`.
 /// - batteries: `battery_power` = an AC Battery's `wNow` (production.json `storage`) plus the IQ Batteries'
-///   `real_power_mw` (`/ivp/ensemble/power`), + discharge; `battery_level` = `/ivp/ensemble/secctrl`'s `agg_soc`
-///   (all batteries together) when it has capacity, else the AC Battery's `percentFull`.
+///   `real_power_mw` (`/ivp/ensemble/power`), + discharge; `battery_level` from the source pyenphase trusts for
+///   the kinds of battery there are: IQ Batteries and AC Batteries → `/ivp/ensemble/secctrl`'s `agg_soc` (all of
+///   them together); IQ Batteries only → secctrl's `ENC_agg_soc`; AC Batteries only → production.json's
+///   `percentFull` (secctrl's `agg_soc` is 0 on such a gateway). An AC Battery entry counts only with
+///   `activeCount` > 0 and a `percentFull` (pyenphase ignores one without); IQ Batteries are there when
+///   `/ivp/ensemble/power` lists any (on every pyenphase recording, exactly when its inventory has ENCHARGE units).
 /// - voltage and frequency: the grid-side (net-consumption) meter's reading, else the production meter's; on a
 ///   multi-phase supply (`/ivp/meters` `phaseCount` > 1) `voltage_l1`… per phase instead of the meter's sum.
 /// - per phase (more than one phase): the same keys with `_l1`, `_l2`, `_l3` from production.json's `lines`
@@ -96,15 +100,17 @@ enum EnphaseMapping {
         }
         // Batteries: AC Batteries in production.json, IQ Batteries in /ivp/ensemble/power; the level of all of
         // them together is secctrl's `agg_soc` (what the Enphase app and Home Assistant show) when there is any.
-        let acb = reading.production?.storage?.first { $0.type == "acb" && ($0.activeCount ?? 0) > 0 }
-        let iq = (reading.ensemblePower?.devices ?? []).compactMap(\.realPowerMilliwatts)
-        if acb != nil || !iq.isEmpty {
+        let acb = reading.production?.storage?.first { $0.type == "acb" && ($0.activeCount ?? 0) > 0 && $0.percentFull != nil }
+        let iqBatteries = reading.ensemblePower?.devices ?? []
+        let iq = iqBatteries.compactMap(\.realPowerMilliwatts)
+        if acb != nil || !iqBatteries.isEmpty {
             set("battery_power", (acb?.wNow ?? 0) + iq.reduce(0, +) / 1000, places: 1)
         }
-        if let secctrl = reading.secctrl, (secctrl.maxEnergy ?? 0) > 0, let level = secctrl.aggSoc {
-            set("battery_level", level, places: 1)
-        } else if let acb {
-            set("battery_level", acb.percentFull, places: 1)
+        switch (iqBatteries.isEmpty, acb) {
+        case (false, .some): set("battery_level", reading.secctrl?.aggSoc, places: 1)
+        case (false, nil): set("battery_level", reading.secctrl?.enchargeAggSoc ?? reading.secctrl?.aggSoc, places: 1)
+        case (true, let acb?): set("battery_level", acb.percentFull, places: 1)
+        case (true, nil): break
         }
         return values
     }

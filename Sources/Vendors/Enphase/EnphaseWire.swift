@@ -66,14 +66,17 @@ struct WireMeterReading: Decodable, Sendable {
     var channels: [Channel]?
 }
 
-/// `/ivp/ensemble/secctrl`: the state of charge of every battery together (AC Batteries and IQ Batteries).
+/// `/ivp/ensemble/secctrl`: the state of charge of every battery together (AC Batteries and IQ Batteries,
+/// `agg_soc`), and of the IQ Batteries alone (`ENC_agg_soc`).
 struct WireSecCtrl: Decodable, Sendable {
     var aggSoc: Double?
     var maxEnergy: Double?
+    var enchargeAggSoc: Double?
 
     enum CodingKeys: String, CodingKey {
         case aggSoc = "agg_soc"
         case maxEnergy = "Max_energy"
+        case enchargeAggSoc = "ENC_agg_soc"
     }
 }
 

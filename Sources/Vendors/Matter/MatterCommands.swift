@@ -20,11 +20,14 @@ enum MatterCall: Sendable, Equatable {
 enum MatterPayload: Sendable, Equatable {
     case int(Int)
     case string(String)
+    /// A nullable field without a value (EnableCharging's `chargingEnabledUntil`: no end).
+    case null
 
     var json: Any {
         switch self {
         case .int(let value): value
         case .string(let value): value
+        case .null: NSNull()
         }
     }
 }
@@ -34,6 +37,8 @@ enum MatterPayload: Sendable, Equatable {
 enum MatterCommands {
     /// Home Assistant sends lock commands as a timed invoke of 1 s; the SDK refuses them without one.
     static let lockTimedRequestMs = 1000
+    /// Energy EVSE's EnableCharging and Disable need a timed invoke too; Home Assistant gives them 3 s.
+    static let evseTimedRequestMs = 3000
 
     static func calls(for changes: [String: StateValue], plan: MatterDevicePlan, node: MatterNode, pinCode: String? = nil) throws(GatewayError) -> [MatterCall] {
         var calls: [MatterCall] = []
@@ -60,6 +65,9 @@ enum MatterCommands {
         switch route.key {
         case "state":
             guard let word = value.string?.uppercased(), ["ON", "OFF", "TOGGLE"].contains(word) else { throw invalid("ON, OFF or TOGGLE") }
+            if MatterMapping.hasCluster(node, endpoint, 153), !MatterMapping.hasCluster(node, endpoint, 6) {
+                return [evseCall(endpoint: endpoint, word: word, node: node)]
+            }
             let command = ["ON": "On", "OFF": "Off", "TOGGLE": "Toggle"][word] ?? "Toggle"
             return [.command(endpoint: endpoint, cluster: 6, name: command, payload: [:], timedMs: nil)]
         case "brightness":
@@ -136,6 +144,22 @@ enum MatterCommands {
         default:
             throw GatewayError(.vendorRejected, message: "'\(name)' cannot be set on a Matter device.")
         }
+    }
+
+    /// An EV charger's `state`: ON is EnableCharging without an end time, between the EVSE's own minimum and maximum
+    /// charge current (0x0099/6 and /7 in mA; else 6 A, the lowest a pilot signal offers, and CircuitCapacity /5);
+    /// OFF is Disable; TOGGLE follows SupplyState.
+    static func evseCall(endpoint: Int, word: String, node: MatterNode) -> MatterCall {
+        let enabled = node.value(endpoint, 153, 1)?.integer.map(MatterMapping.chargingEnabled) ?? false
+        guard word == "ON" || (word == "TOGGLE" && !enabled) else {
+            return .command(endpoint: endpoint, cluster: 153, name: "Disable", payload: [:], timedMs: evseTimedRequestMs)
+        }
+        func milliamps(_ attribute: Int) -> Int? { node.value(endpoint, 153, attribute)?.integer.flatMap { $0 >= 0 ? Int(exactly: $0) : nil } }
+        let minimum = milliamps(6) ?? 6000
+        let maximum = max(minimum, milliamps(7) ?? milliamps(5) ?? minimum)
+        return .command(endpoint: endpoint, cluster: 153, name: "EnableCharging",
+                        payload: ["chargingEnabledUntil": .null, "minimumChargeCurrent": .int(minimum), "maximumChargeCurrent": .int(maximum)],
+                        timedMs: evseTimedRequestMs)
     }
 
     static func example(_ key: String) -> String {

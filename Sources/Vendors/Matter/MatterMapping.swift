@@ -27,6 +27,11 @@ enum MatterMapping {
     static let contactSensor = 0x0015, waterLeakDetector = 0x0043
     /// Device types that say nothing about what the device is.
     static let utilityTypes: Set<Int> = [rootNode, powerSource, otaRequestor, otaProvider, aggregator, bridgedNode, electricalSensor, 0x050D, 0x0011]
+    static let evse = 0x050C, waterHeater = 0x050F
+    /// Appliances (Matter Device Library): refrigerator, temperature controlled cabinet, laundry washer, robotic
+    /// vacuum, dishwasher, cook surface, cooktop, microwave, extractor hood, oven, laundry dryer, heat pump, solar
+    /// power, battery storage. Their temperatures are their own, not the room's.
+    static let applianceTypes: Set<Int> = [0x0070, 0x0071, 0x0073, 0x0074, 0x0075, 0x0077, 0x0078, 0x0079, 0x007A, 0x007B, 0x007C, 0x0309, 0x0017, 0x0018]
     /// On/off-only types: a LevelControl cluster on them is not a dimmer (Home Assistant ignores it too).
     static let onOffOnlyTypes: Set<Int> = [0x0100, 0x010A, 0x0103]
 
@@ -38,7 +43,10 @@ enum MatterMapping {
             case 0x0103, 0x0104, 0x0105: return .switch
             case 0x000A: return .lock
             case 0x0202: return .cover
-            case 0x0301: return .thermostat
+            case 0x0301, 0x0072: return .thermostat
+            case evse: return .evCharger
+            case waterHeater: return .waterHeater
+            case let type where applianceTypes.contains(type): return .appliance
             case 0x002B: return .fan
             case 0x0107: return .motionSensor
             case 0x002C: return .airQuality
@@ -180,6 +188,14 @@ enum MatterMapping {
         func value(_ cluster: Int, _ attribute: Int) -> MatterValue? { node.value(endpoint, cluster, attribute) }
         if has(6) {
             out.append(Reading(key: "state", value: value(6, 0)?.bool.map { .string($0 ? "ON" : "OFF") }, writable: true))
+        }
+        if has(153) {
+            // Energy EVSE: `state` is whether charging is enabled (SupplyState ChargingEnabled or Enabled), as on other
+            // chargers; `charging_state` the session (State); `supply_state` SupplyState in words.
+            let supply = value(153, 1)?.integer
+            out.append(Reading(key: "state", value: supply.map { .string(chargingEnabled($0) ? "ON" : "OFF") }, writable: true))
+            out.append(Reading(key: "charging_state", value: value(153, 0)?.integer.flatMap(evseState).map(StateValue.string)))
+            out.append(Reading(key: "supply_state", value: supply.flatMap(supplyState).map(StateValue.string)))
         }
         if has(8), has(6), types.allSatisfy({ !onOffOnlyTypes.contains($0) }) {
             out.append(Reading(key: "brightness", value: value(8, 0)?.number.map { .number((min(max($0, 0), 254) / 254 * 100).rounded()) }, writable: true))
@@ -340,6 +356,14 @@ enum MatterMapping {
 
     static let fanModes = ["off", "low", "medium", "high", "on", "auto", "smart"]
     static func fanMode(_ raw: Int64) -> String? { raw >= 0 && raw < fanModes.count ? fanModes[Int(raw)] : nil }
+
+    /// Energy EVSE State (0x0099/0) and SupplyState (0x0099/1).
+    static let evseStates = ["not_plugged_in", "plugged_in_no_demand", "plugged_in_demand", "charging", "discharging", "session_ending", "fault"]
+    static func evseState(_ raw: Int64) -> String? { raw >= 0 && raw < evseStates.count ? evseStates[Int(raw)] : nil }
+    static let supplyStates = ["disabled", "charging_enabled", "discharging_enabled", "disabled_error", "disabled_diagnostics", "enabled"]
+    static func supplyState(_ raw: Int64) -> String? { raw >= 0 && raw < supplyStates.count ? supplyStates[Int(raw)] : nil }
+    /// ChargingEnabled (1) or Enabled (5: charging and discharging).
+    static func chargingEnabled(_ supply: Int64) -> Bool { supply == 1 || supply == 5 }
 
     static let airQualities = ["unknown", "good", "fair", "moderate", "poor", "very_poor", "extremely_poor"]
     static func airQuality(_ raw: Int64) -> String? { raw >= 0 && raw < airQualities.count ? airQualities[Int(raw)] : nil }

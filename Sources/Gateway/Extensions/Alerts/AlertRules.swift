@@ -64,7 +64,8 @@ enum AlertChange: Sendable, Equatable {
 /// environment alerts). Pure: time comes in with each reading, so tests need no clock.
 /// - `water_leak`: a vendor's `leak` flag, or `water_flow` above `leak_flow_above` without a break for
 ///   `leak_flow_for` (a running toilet, a burst pipe). Severity critical; clears when both end.
-/// - `<key>_high` / `<key>_low` for the environment keys, with limits per room. Hysteresis: an alert clears
+/// - `<key>_high` / `<key>_low` for the environment keys, with limits per room, on devices that measure their
+///   surroundings only (`AlertSettings.limitsApply`: not an appliance's own temperature, not a set-point). Hysteresis: an alert clears
 ///   only once the reading is back past the limit by a margin (CO2 50 ppm, humidity 2 %, temperature 0.5 °C,
 ///   PM2.5 3 µg/m³, VOC 5 %), so a value hovering at the limit does not flap.
 struct AlertRules: Sendable {
@@ -96,7 +97,8 @@ struct AlertRules: Sendable {
         var changes: [AlertChange] = []
         evaluateWater(device, values: values, at: at, into: &changes)
         for key in values.keys.sorted() {
-            guard let reading = values[key]?.number, let limit = settings.threshold(key, room: device.roomSlug) else { continue }
+            guard let reading = values[key]?.number, AlertSettings.limitsApply(to: device, key: key),
+                  let limit = settings.threshold(key, room: device.roomSlug) else { continue }
             let label = StateKeys.spec(key)?.label ?? key
             let unit = StateKeys.spec(key)?.unit.map { " \($0)" } ?? ""
             if let above = limit.above {
