@@ -28,7 +28,7 @@ import GatewayModel
         let binary = try #require(Binaries.gateway, "lbs-gateway is not built")
         let broker = try await MosquittoBroker.started()
         let directory = try TemporaryDirectory()
-        FileManager.default.createFile(atPath: directory.file("mqtt-password"), contents: Data())
+        #expect(FileManager.default.createFile(atPath: directory.file("mqtt-password"), contents: Data()))
         chmod(directory.file("mqtt-password"), 0o600)
         let path = try config(directory, broker: broker, mqtt: "password_file: mqtt-password")
         let watcher = try await TestMQTTClient.connect(to: broker.url)

@@ -161,7 +161,7 @@ public struct VendorSupervisor: Service {
 
     public func run() async throws {
         // Until the gateway service has started; if it never does (it failed), the group's shutdown ends the wait.
-        try? await cancelWhenGracefulShutdown { await runtime.waitUntilReady() }
+        await cancelWhenGracefulShutdown { await runtime.waitUntilReady() }
         guard runtime.isReady else {
             logger.debug("vendors not started: the gateway did not start")
             return
