@@ -131,4 +131,20 @@ import VendorKit
             #expect(failure.problems.allSatisfy { !$0.path.isEmpty && !$0.message.isEmpty && !$0.fix.isEmpty }, "\(failure)")
         }
     }
+
+    /// Found by the config fuzz target: `vendors:` with an item that is only `-` and a comment was accepted as a
+    /// config without vendors.
+    @Test func anEmptyVendorItemIsAProblem() throws {
+        guard case .failure(let failure) = ConfigLoader.parse(yaml: "mqtt: {url: \"mqtt://127.0.0.1:1883\"}\nvendors:\n  -   # nothing\n") else {
+            Issue.record("a config whose only vendor item is empty must be refused")
+            return
+        }
+        #expect(failure.problems.map(\.path) == ["vendors[0]"], "\(failure)")
+        let root = try #require(Fixtures.packageRoot())
+        let found = try String(contentsOfFile: root + "/Fuzz/corpus/config/fuzz-found-empty-vendor-item.yaml", encoding: .utf8)
+        guard case .failure = ConfigLoader.parse(yaml: found) else {
+            Issue.record("the fuzz finding must be refused")
+            return
+        }
+    }
 }

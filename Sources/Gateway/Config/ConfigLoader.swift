@@ -245,7 +245,8 @@ public enum ConfigLoader {
             var seen: Set<String> = []
             for (index, item) in items.enumerated() {
                 let path = "vendors[\(index)]"
-                guard reader.mapping(item, at: path) != nil else { continue }
+                // An empty item (`- ` followed by nothing but a comment) is a problem, not a vendor to skip.
+                guard reader.mapping(item, at: path, required: true) != nil else { continue }
                 let type = reader.oneOf(item["type"], at: "\(path).type", VendorCatalog.types)
                     ?? (item["type"] == nil ? { reader.problem("\(path).type", "missing", fix: "set type to one of: \(VendorCatalog.types.joined(separator: ", "))"); return nil }() : nil)
                 let id = reader.string(item["id"], at: "\(path).id") ?? type
