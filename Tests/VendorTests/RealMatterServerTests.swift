@@ -16,9 +16,14 @@ import WSClient
     static let url = ProcessInfo.processInfo.environment["LBS_MATTER_SERVER_URL"].flatMap { $0.isEmpty ? nil : $0 }
     static let log = ProcessInfo.processInfo.environment["LBS_MATTER_SERVER_LOG"]
 
+    /// Recorded dumps the real server refuses to import as they were recorded: Home Assistant's water heater
+    /// carries stray `2/513/*` keys beside its `attributes` ("Extra key(s) … not allowed for MatterNodeData").
+    /// They are kept unchanged (recorded data) and mapped by the other Matter tests.
+    static let notImportable: Set<String> = ["silabs_water_heater.json"]
+
     static func fixtures() throws -> [(name: String, data: Data)] {
         let folder = Fixtures.path("matter", "nodes")
-        return try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }.sorted()
+        return try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") && !notImportable.contains($0) }.sorted()
             .map { ($0, try Data(contentsOf: URL(fileURLWithPath: folder + "/" + $0))) }
     }
 
