@@ -8,24 +8,17 @@ Playwright or Chromium is missing.
 """
 import argparse
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
+
+from browser_support import chromium_path
 
 try:
     from playwright.sync_api import sync_playwright
 except ImportError:
     print(json.dumps({"skipped": "playwright is not installed (pip install playwright)"}))
     sys.exit(3)
-
-
-def chromium_path():
-    for candidate in (os.environ.get("LBS_CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")):
-        if candidate and os.path.exists(candidate):
-            return candidate
-    return None
 
 
 def retained_state(args, device):

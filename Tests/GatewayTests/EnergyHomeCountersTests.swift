@@ -59,16 +59,13 @@ import VendorSimulators
     /// Without `storage:`: the demo and a Powerwall feed the home; the gateway restarts while the Powerwall is
     /// down, then the Powerwall comes back.
     @Test func aRestartWithAVendorDownNeverLowersTheCountersAndItsReturnAddsNoJump() async throws {
-        let port = try freeLoopbackPort()
-        let configuration = PowerwallSimulator.Configuration(password: "TESLA", fixtures: Fixtures.path("powerwall", ""), port: UInt16(port))
-        let powerwall = try PowerwallSimulator(configuration: configuration)
-        _ = try await powerwall.start()
+        let rig = try await PowerwallRig.started()
+        let powerwall = rig.simulator
+        let directory = rig.directory
         let broker = try await MosquittoBroker.started()
-        let directory = try TemporaryDirectory()
-        try "TESLA\n".write(toFile: directory.file("pw-password"), atomically: true, encoding: .utf8)
         let vendors = """
               - {type: demo, id: demo, poll_interval: 1}
-              - {type: powerwall, id: pw, url: "http://127.0.0.1:\(port)", password_file: pw-password, poll_interval: 1, timeout: 1}
+              - \(rig.vendorLine(pollInterval: 1))
             """
         let client = try await TestMQTTClient.connect(to: broker.url)
         try await client.subscribe("lbs/energy/home")
@@ -93,8 +90,7 @@ import VendorSimulators
         #expect(afterRestart.allSatisfy { $0 >= before }, "the home's grid import went below \(before): \(afterRestart.prefix(5))")
 
         // The Powerwall answers again (20,000 kWh on its own meter): the home total grows by increments only.
-        let back = try PowerwallSimulator(configuration: configuration)
-        _ = try await back.start()
+        let back = try await rig.restarted()
         defer { Task { await back.stop() } }
         try await waitUntil("the Powerwall back in energy/home", timeout: .seconds(20)) {
             client.messages(on: "lbs/energy/home").dropFirst(mark).contains { Self.sources($0).contains("pw_site") }

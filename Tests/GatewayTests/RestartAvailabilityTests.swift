@@ -47,14 +47,11 @@ import VendorSimulators
     }
 
     @Test func cachedDevicesOfAVendorThatDoesNotAnswerGoOfflineAfterAPollInterval() async throws {
-        let port = try freeLoopbackPort()
-        let configuration = PowerwallSimulator.Configuration(password: "TESLA", fixtures: Fixtures.path("powerwall", ""), port: UInt16(port))
-        let powerwall = try PowerwallSimulator(configuration: configuration)
-        _ = try await powerwall.start()
+        let rig = try await PowerwallRig.started()
+        let powerwall = rig.simulator
+        let directory = rig.directory
         let broker = try await MosquittoBroker.started()
-        let directory = try TemporaryDirectory()
-        try "TESLA\n".write(toFile: directory.file("pw-password"), atomically: true, encoding: .utf8)
-        let vendors = "  - {type: powerwall, id: pw, url: \"http://127.0.0.1:\(port)\", password_file: pw-password, poll_interval: 2, timeout: 1}"
+        let vendors = "  - " + rig.vendorLine(pollInterval: 2)
         let first = try await GatewayHarness.start(broker: broker, directory: directory, vendors: vendors, storage: true)
         let client = try await first.observer("lbs/device/+/availability")
         try await client.waitForMessage(topic: "lbs/device/pw_site/availability", timeout: .seconds(15)) { $0.text.contains("online") }
