@@ -114,24 +114,26 @@ extension HomeAssistantDiscovery {
     public func homeViewMessages(_ view: HomeView, keys: [String]) -> [Message] {
         let identifier = Slug.make(topics.base) + "_" + view.slug
         let stateTopic: String
+        let deviceName: String
         var device: [String: JSON] = ["identifiers": [.string(identifier)], "manufacturer": "lbs-gateway", "via_device": .string(bridgeIdentifier)]
         switch view {
         case .energy:
             stateTopic = topics.energyHome
-            device["name"] = "Home energy"
+            deviceName = "Home energy"
             device["model"] = "Energy flows of the home"
         case .environment(let room, let name):
             stateTopic = topics.environment(room: room)
-            device["name"] = .string("\(name) environment")
+            deviceName = "\(name) environment"
             device["model"] = "Room environment"
             device["suggested_area"] = .string(name)
         }
+        device["name"] = .string(deviceName)
         var components: [(key: String, config: [String: JSON])] = []
         for key in keys {
             guard let spec = StateKeys.spec(key) else { continue }
             let object = view.slug + "_" + key
             var config: [String: JSON] = [
-                "platform": "sensor", "name": .string(spec.label), "unique_id": .string(identifier + "_" + key),
+                "platform": "sensor", "name": Self.entityName(spec.label, deviceName: deviceName), "unique_id": .string(identifier + "_" + key),
                 "object_id": .string(object), "default_entity_id": .string("sensor." + object),
                 "value_template": .string("{{ value_json.\(key) }}"),
             ]

@@ -1,3 +1,4 @@
+import Foundation
 import GatewayModel
 
 /// Builds Home Assistant MQTT discovery messages from the normalized model.
@@ -109,8 +110,10 @@ public struct HomeAssistantDiscovery: Sendable {
             let bare = main && !mainTaken
             if bare { mainTaken = true }
             let object = bare ? id.rawValue : id.rawValue + "_" + key
+            var shown = name
+            if case .string(let label) = name { shown = Self.entityName(label, deviceName: device.name, nullAllowed: !mainTaken) }
             var config: [String: JSON] = [
-                "platform": .string(platform), "unique_id": .string(unique), "name": name,
+                "platform": .string(platform), "unique_id": .string(unique), "name": shown,
                 "object_id": .string(object), "default_entity_id": .string("\(platform).\(object)"),
             ]
             // `stale` and `last_seen` as attributes of the main entity: visible without opening diagnostics.
@@ -234,8 +237,11 @@ public struct HomeAssistantDiscovery: Sendable {
             result.append(Component(key: "climate", platform: "climate", config: config))
             covered.formUnion(["target_temperature", "hvac_mode", "hvac_action"])
         }
+        // The water-leak alert covers the vendor's own leak flag (and long flows): one leak entity, not two.
+        let leakAlert = alerts?.rules(for: device).contains { $0.name == "water_leak" } ?? false
         for key in device.keys where !covered.contains(key) {
             guard let spec = StateKeys.spec(key) else { continue }
+            if key == "leak", leakAlert { continue }
             // A setting the vendor can change (a battery's backup reserve, its operation mode): a control.
             if spec.writable, device.isWritable(key), let platform = Self.controlPlatform(spec) {
                 var config = identity(key, platform: platform, name: .string(spec.label))
@@ -311,6 +317,19 @@ public struct HomeAssistantDiscovery: Sendable {
 }
 
 extension HomeAssistantDiscovery {
+    /// Home Assistant shows "<device name> <entity name>", so an entity name that repeats the device's name is
+    /// shortened: "Home energy" on the device "Home energy" becomes the device's name alone (`name: null`, unless
+    /// another entity has it already), "Home power" on an Emporia Vue named "Home" becomes "Power".
+    static func entityName(_ label: String, deviceName: String, nullAllowed: Bool = true) -> JSON {
+        let device = deviceName.trimmingCharacters(in: .whitespaces)
+        guard !device.isEmpty else { return .string(label) }
+        if label.compare(device, options: .caseInsensitive) == .orderedSame { return nullAllowed ? .null : .string(label) }
+        guard let prefix = label.range(of: device + " ", options: [.caseInsensitive, .anchored]) else { return .string(label) }
+        let rest = label[prefix.upperBound...].trimmingCharacters(in: .whitespaces)
+        guard let first = rest.first else { return .string(label) }
+        return .string(first.uppercased() + rest.dropFirst())
+    }
+
     /// A writable number is a `number` entity, a writable word a `select`; other kinds have no control.
     static func controlPlatform(_ spec: KeySpec) -> String? {
         switch spec.kind {
