@@ -50,6 +50,15 @@ public enum ConfigLoader {
         return .failure(Failure(problems: reader.problems))
     }
 
+    /// The keys each mapping of `yaml` accepts (see `ConfigReader.acceptedKeys`); only mappings the text has are
+    /// visited, so give it every section. For the configuration reference's drift check.
+    public static func acceptedKeys(yaml: String, environment: [String: String] = [:], baseDirectory: String = ".") -> [String: Set<String>] {
+        guard let node = try? Yams.compose(yaml: yaml) else { return [:] }
+        var reader = ConfigReader()
+        _ = read(ConfigNode(node), reader: &reader, environment: environment, baseDirectory: baseDirectory)
+        return reader.acceptedKeys
+    }
+
     private static func read(_ root: ConfigNode, reader: inout ConfigReader, environment: [String: String], baseDirectory: String) -> GatewayConfig? {
         guard case .mapping = root else {
             reader.problem("(file)", "expected a mapping at the top level", fix: "start with 'mqtt:' and 'vendors:' sections")

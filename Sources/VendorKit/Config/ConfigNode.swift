@@ -60,6 +60,9 @@ public struct ConfigReader {
     /// What works but should be changed (a secret file every user may read): `check-config` prints these and
     /// `run` logs them at start.
     public private(set) var warnings: [ConfigProblem] = []
+    /// Every key each mapping read so far accepts, by its key path (`vendors[3].tls`): the schema the
+    /// configuration reference in docs/ is checked against, so the two cannot drift apart.
+    public private(set) var acceptedKeys: [String: Set<String>] = [:]
 
     public init() {}
 
@@ -74,6 +77,7 @@ public struct ConfigReader {
     /// Reports keys the schema does not know (typos), suggesting the closest known key.
     public mutating func rejectUnknownKeys(in node: ConfigNode?, at path: String, allowed: [String]) {
         guard let node else { return }
+        acceptedKeys[path, default: []].formUnion(allowed)
         for key in node.keys where !allowed.contains(key) {
             // An empty key (`"": x`, or `: x`) has no name to point at: say so, with a path that shows it.
             if key.isEmpty {
