@@ -54,3 +54,69 @@ import Testing
         #expect(withoutAlerts.keys.sorted() == ["leak"])
     }
 }
+
+/// A vendor removed from the config leaves no ghost in Home Assistant: its health sensor is removed the way Home
+/// Assistant 2025 removes one component of a device (the component sent as `{"p":"sensor"}` once), and its
+/// retained `bridge/vendors/<id>` is cleared. Real broker, three runs.
+@Suite(.timeLimit(.minutes(2))) struct RemovedVendorTests {
+    static let bridgeTopic = "homeassistant/device/lbs_bridge/config"
+
+    func components(_ message: MQTTMessage?) throws -> [String: [String: Any]] {
+        try #require(Self.components(message))
+    }
+
+    /// Without recording an issue: for polling.
+    static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
+        message?.json?["components"] as? [String: [String: Any]]
+    }
+
+    @Test func aRemovedVendorsHealthSensorIsRemovedOnceAndItsHealthCleared() async throws {
+        let broker = try await MosquittoBroker.started()
+        let both = """
+          - {type: demo, id: demo, poll_interval: 3600}
+          - {type: demo, id: extra, poll_interval: 3600}
+          - {type: demo, id: third, poll_interval: 3600}
+        """
+        let first = try await GatewayHarness.start(broker: broker, vendors: both)
+        try await waitUntil("both vendors' health retained", timeout: .seconds(10)) {
+            let retained = (try? await TestMQTTClient.retainedSnapshot(url: broker.url, filter: "#")) ?? [:]
+            return retained["lbs/bridge/vendors/extra"] != nil
+                && Self.components(retained[Self.bridgeTopic])?["vendor_third"]?["state_topic"] as? String == "lbs/bridge/vendors/third"
+        }
+        await first.stop()
+
+        // Restarted with the first vendor only. `third` is known only from the gateway device's retained discovery.
+        let watcher = try await TestMQTTClient.connect(to: broker.url)
+        try await watcher.publish("lbs/bridge/vendors/third", "", qos: .atLeastOnce, retain: true)
+        try await watcher.subscribe(Self.bridgeTopic)
+        try await watcher.subscribe("lbs/bridge/vendors/+")
+        let second = try await GatewayHarness.start(broker: broker, vendors: "  - {type: demo, id: demo, poll_interval: 3600}")
+        let removal = try await watcher.waitForMessage(topic: Self.bridgeTopic, timeout: .seconds(10)) { message in
+            !message.retain && ["vendor_extra", "vendor_third"].allSatisfy { key in
+                Self.components(message)?[key].map { NSDictionary(dictionary: $0) == ["p": "sensor"] } == true
+            }
+        }
+        let kept = try components(removal)
+        #expect(kept["vendor_demo"]?["state_topic"] as? String == "lbs/bridge/vendors/demo")
+        #expect(kept["vendor_extra"]?.count == 1, "the removed component is its platform alone: \(removal.text)")
+        try await watcher.waitForMessage(topic: "lbs/bridge/vendors/extra", timeout: .seconds(10)) { $0.payload.isEmpty }
+        var retained = try await TestMQTTClient.retainedSnapshot(url: broker.url, filter: "#")
+        #expect(retained["lbs/bridge/vendors/extra"] == nil)
+        #expect(retained["lbs/bridge/vendors/demo"] != nil)
+        #expect(try components(retained[Self.bridgeTopic])["vendor_extra"]?.count == 1, "the broker keeps the removal for Home Assistant's next start")
+        await second.stop()
+
+        // A later start finds nothing left of the vendor and stops sending the removal.
+        let seen = watcher.messages(on: Self.bridgeTopic).count
+        let third = try await GatewayHarness.start(broker: broker, vendors: "  - {type: demo, id: demo, poll_interval: 3600}")
+        defer { Task { await third.stop() } }
+        // After the retained sweep (3 s) nothing more is sent.
+        try await Task.sleep(for: .seconds(4))
+        let later = watcher.messages(on: Self.bridgeTopic).dropFirst(seen).filter { !$0.retain }
+        #expect(!later.isEmpty)
+        for message in later { #expect(try components(message).keys.filter { $0.hasPrefix("vendor_") } == ["vendor_demo"], "\(message.text)") }
+        retained = try await TestMQTTClient.retainedSnapshot(url: broker.url, filter: "#")
+        #expect(try components(retained[Self.bridgeTopic]).keys.filter { $0.hasPrefix("vendor_") } == ["vendor_demo"])
+        await watcher.shutdown()
+    }
+}

@@ -23,8 +23,11 @@ extension HomeAssistantDiscovery {
 
     /// The gateway device `homeassistant/device/<base>_bridge/config`: connection state, a restart button,
     /// a log-level select, the version, command counters (from `<base>/bridge/health`) and one health
-    /// sensor per vendor (from `<base>/bridge/vendors/<id>`).
-    public func bridgeMessages(vendorIDs: [String]) -> [Message] {
+    /// sensor per vendor (from `<base>/bridge/vendors/<id>`). `removedVendorIDs`: vendors no longer configured whose
+    /// health sensors Home Assistant should remove: in device mode a component sent as its platform alone
+    /// (`{"p":"sensor"}`, the only way Home Assistant removes one component of a device), in component mode an
+    /// empty retained message on the sensor's own topic.
+    public func bridgeMessages(vendorIDs: [String], removedVendorIDs: Set<String> = []) -> [Message] {
         var components: [(key: String, platform: String, config: [String: JSON])] = []
         func add(_ key: String, _ platform: String, name: String, _ extra: [String: JSON]) {
             let object = bridgeIdentifier + "_" + key
@@ -71,12 +74,13 @@ extension HomeAssistantDiscovery {
                 "json_attributes_topic": topic, "json_attributes_template": "{{ value_json | tojson }}",
             ])
         }
+        let kept = Set(components.map(\.key))
+        let removed = Set(removedVendorIDs.map { "vendor_" + Slug.make($0) }).subtracting(kept).sorted()
         switch mode {
         case .device:
-            let payload: JSON = [
-                "device": bridgeDevice, "origin": origin,
-                "components": .object(Dictionary(uniqueKeysWithValues: components.map { ($0.key, JSON.object($0.config)) })),
-            ]
+            var all = Dictionary(uniqueKeysWithValues: components.map { ($0.key, JSON.object($0.config)) })
+            for key in removed { all[key] = ["p": "sensor"] }
+            let payload: JSON = ["device": bridgeDevice, "origin": origin, "components": .object(all)]
             return [Message(topic: topics.discovery("device", bridgeIdentifier), payload: payload.render())]
         case .component:
             return components.map { component in
@@ -86,7 +90,7 @@ extension HomeAssistantDiscovery {
                 config["origin"] = origin
                 return Message(topic: topics.discovery(component.platform, bridgeIdentifier, key: component.key),
                                payload: JSON.object(config).render())
-            }
+            } + removed.map { Message(topic: topics.discovery("sensor", bridgeIdentifier, key: $0), payload: "") }
         }
     }
 

@@ -17,6 +17,8 @@ final class HomeAssistantExtension: GatewayExtension {
     /// Home views announced, with the keys their sensors cover.
     private var homeViews: [String: (view: HomeAssistantDiscovery.HomeView, keys: [String])] = [:]
     private var republishPending = false
+    /// Vendors removed from the config whose health sensors Home Assistant is told to remove (this run).
+    private var retiredVendors: Set<String> = []
 
     init(hub: GatewayHub) {
         self.hub = hub
@@ -73,10 +75,24 @@ final class HomeAssistantExtension: GatewayExtension {
     /// The gateway device; forgets which home views were announced so they go out again with the next
     /// home-view update (after a reconnect the broker may have lost them).
     private func publishGatewayDiscovery() {
-        for message in discovery.bridgeMessages(vendorIDs: hub.config.vendors.map(\.id)) {
+        publishBridgeDiscovery()
+        homeViews.removeAll()
+    }
+
+    private func publishBridgeDiscovery() {
+        for message in discovery.bridgeMessages(vendorIDs: hub.config.vendors.map(\.id), removedVendorIDs: retiredVendors) {
             hub.transport.publish(message.topic, message.payload, qos: 1, retain: true)
         }
-        homeViews.removeAll()
+    }
+
+    /// Vendors an earlier run published that are no longer configured (found by `RetainedSweep`): the gateway
+    /// device is announced again with their health sensors as removals.
+    func retire(vendors: Set<String>) {
+        let configured = Set(hub.config.vendors.map(\.id))
+        let new = vendors.subtracting(configured).subtracting(retiredVendors)
+        guard !new.isEmpty else { return }
+        retiredVendors.formUnion(new)
+        publishBridgeDiscovery()
     }
 
     /// Called with each fresh home-view payload (nil: the view is gone, e.g. a room without readings).

@@ -7,18 +7,27 @@ import Logging
 /// a cache: right after the first connect the gateway subscribes for a moment to its own retained availability
 /// and discovery topics, and clears devices found there once their vendor's inventory lacks them (or their
 /// vendor is gone from the config). Candidates of a vendor that has not answered yet wait: it may be down now.
+/// A vendor removed from the config (its retained `bridge/vendors/<id>`, or its health sensor in the gateway's
+/// retained discovery) has that topic cleared and its health sensor removed from Home Assistant.
 @GatewayActor
 final class RetainedSweep: GatewayExtension {
     let hub: GatewayHub
     /// Retained discovery/availability topics of devices the gateway published before but does not know
     /// now (learned from the broker at start), by device id.
     private var orphanCandidates: [DeviceID: Set<String>] = [:]
+    /// Vendors an earlier run published health for that are no longer configured.
+    private var removedVendors: Set<String> = []
     private var sweepingRetained = false
     private var sweepDone = false
 
     init(hub: GatewayHub) {
         self.hub = hub
     }
+
+    /// The sweep's filters go with the first connect's subscriptions, before anything is published: the broker
+    /// then answers with what the previous run left, not with this run's first messages (the gateway device's
+    /// discovery, published next, would otherwise replace a removed vendor's health sensor before it is read).
+    var subscriptions: [String] { sweepDone ? [] : sweepFilters }
 
     func handle(_ event: HubEvent) {
         switch event {
@@ -38,7 +47,7 @@ final class RetainedSweep: GatewayExtension {
     /// connect it subscribes for a moment to its own retained availability and discovery topics: devices
     /// found there that no configured vendor reports any more are cleared (no ghost entities), with or without a cache.
     var sweepFilters: [String] {
-        var filters = ["\(hub.topics.base)/device/+/availability", "\(hub.topics.base)/alert/+"]
+        var filters = ["\(hub.topics.base)/device/+/availability", "\(hub.topics.base)/alert/+", hub.topics.vendor("+")]
         if hub.config.homeAssistant.enabled {
             let prefix = hub.config.homeAssistant.discoveryPrefix
             if hub.topics.discoveryNodeID != nil {
@@ -70,7 +79,6 @@ final class RetainedSweep: GatewayExtension {
     func startRetainedSweep() {
         guard !sweepDone, !sweepingRetained else { return }
         sweepingRetained = true
-        hub.transport.subscribe(sweepFilters)
         let clock = hub.clock
         hub.tasks.spawn { [self] in
             try? await clock.sleep(for: Self.sweepDuration)
@@ -84,6 +92,26 @@ final class RetainedSweep: GatewayExtension {
         sweepDone = true
         hub.transport.unsubscribe(sweepFilters)
         clearOrphans()
+        retireRemovedVendors()
+    }
+
+    /// Vendors gone from the config: their retained health is cleared, and Home Assistant is told to remove their
+    /// health sensors (see `HomeAssistantExtension.retire`). Once cleared, a later start finds nothing to retire.
+    func retireRemovedVendors() {
+        guard !removedVendors.isEmpty else { return }
+        for vendor in removedVendors.sorted() { hub.transport.publish(hub.topics.vendor(vendor), "", qos: 1, retain: true) }
+        hub.first(HomeAssistantExtension.self)?.retire(vendors: removedVendors)
+        hub.logger.notice("cleared the health of vendor(s) no longer configured: \(removedVendors.sorted().joined(separator: ", "))")
+        removedVendors.removeAll()
+    }
+
+    /// A vendor id from `<base>/bridge/vendors/<id>` when that vendor is not configured now.
+    func removedVendor(healthTopic topic: String) -> String? {
+        let prefix = hub.topics.vendor("")
+        guard topic.hasPrefix(prefix) else { return nil }
+        let id = String(topic.dropFirst(prefix.count))
+        guard !id.isEmpty, !id.contains("/"), !hub.config.vendors.contains(where: { $0.id == id }) else { return nil }
+        return id
     }
 
     /// A retained message on a sweep filter: remembers devices that are published but not known.
@@ -91,6 +119,10 @@ final class RetainedSweep: GatewayExtension {
     func noteRetained(_ message: InboundMessage) {
         guard sweepingRetained, message.retain, !message.payload.isEmpty else { return }
         let devicePrefix = "\(hub.topics.base)/device/"
+        if message.topic.hasPrefix(hub.topics.vendor("")) {
+            if let vendor = removedVendor(healthTopic: message.topic) { removedVendors.insert(vendor) }
+            return
+        }
         if message.topic.hasPrefix(devicePrefix), message.topic.hasSuffix("/availability") {
             let raw = message.topic.dropFirst(devicePrefix.count).dropLast("/availability".count)
             if let id = DeviceID(validating: String(raw)), hub.devices[id] == nil {
@@ -119,6 +151,8 @@ final class RetainedSweep: GatewayExtension {
         if case .object(let components)? = json["components"] {
             for component in components.values { if let topic = component["state_topic"]?.string { stateTopics.append(topic) } }
         }
+        // The gateway device's discovery: a health sensor of a vendor no longer configured.
+        for stateTopic in stateTopics { if let vendor = removedVendor(healthTopic: stateTopic) { removedVendors.insert(vendor) } }
         for stateTopic in stateTopics where stateTopic.hasPrefix(devicePrefix) {
             let raw = String(stateTopic.dropFirst(devicePrefix.count))
             guard let id = DeviceID(validating: raw), hub.devices[id] == nil else { continue }
