@@ -120,3 +120,24 @@ import Testing
         await watcher.shutdown()
     }
 }
+
+/// Rooms without readings are no devices: Home Assistant warned "No device components to cleanup" for every
+/// empty discovery message the gateway sent for rooms it never announced (28 per start). Real broker.
+@Suite(.timeLimit(.minutes(2))) struct EmptyRoomTests {
+    @Test func aRoomWithoutReadingsGetsNoDiscoveryMessageAtAll() async throws {
+        let broker = try await MosquittoBroker.started()
+        let watcher = try await TestMQTTClient.connect(to: broker.url)
+        try await watcher.subscribe("homeassistant/device/+/config")
+        // The demo's Entrance (a lock), Kitchen (a plug) and Garage (the energy system) have no room readings.
+        let gateway = try await GatewayHarness.start(broker: broker)
+        defer { Task { await gateway.stop() } }
+        try await watcher.waitForMessage(topic: "homeassistant/device/lbs_environment_living_room/config", timeout: .seconds(10)) { !$0.payload.isEmpty }
+        // Past the retained sweep (3 s) and a few coalescing windows.
+        try await Task.sleep(for: .seconds(4))
+        let views = watcher.received.filter { $0.topic.contains("/lbs_environment_") || $0.topic.contains("/lbs_energy_home/") }
+        let empty = views.filter(\.payload.isEmpty).map(\.topic)
+        #expect(empty.isEmpty, "empty discovery for rooms never announced: \(empty)")
+        #expect(!views.contains { $0.topic.contains("entrance") || $0.topic.contains("kitchen") || $0.topic.contains("garage") })
+        await watcher.shutdown()
+    }
+}

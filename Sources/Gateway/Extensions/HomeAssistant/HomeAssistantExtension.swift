@@ -16,6 +16,13 @@ final class HomeAssistantExtension: GatewayExtension {
     private var published: [DeviceID: (topics: [String], digest: Int)] = [:]
     /// Home views announced, with the keys their sensors cover.
     private var homeViews: [String: (view: HomeAssistantDiscovery.HomeView, keys: [String])] = [:]
+    /// Home-view discovery topics the broker holds: announced by this run, or retained from an earlier one (read
+    /// during the retained sweep at start). Only these are ever cleared: an empty message for a device Home
+    /// Assistant never had makes it warn ("No device components to cleanup").
+    private var heldViewTopics: Set<String> = []
+    /// The discovery topics of views this run found without readings: an earlier run's retained announcement of
+    /// one of them, read later during the sweep, is cleared when it arrives.
+    private var emptyViewTopics: Set<String> = []
     private var republishPending = false
     /// Vendors removed from the config whose health sensors Home Assistant is told to remove (this run).
     private var retiredVendors: Set<String> = []
@@ -50,9 +57,25 @@ final class HomeAssistantExtension: GatewayExtension {
     }
 
     func receive(_ route: Topics.Inbound, _ message: InboundMessage) -> Bool {
-        guard case .homeAssistantStatus = route else { return false }
+        guard case .homeAssistantStatus = route else {
+            noteRetainedHomeView(message)
+            // Not taken: the retained sweep reads the same messages.
+            return false
+        }
         birth(message)
         return true
+    }
+
+    /// A retained home-view discovery message of an earlier run (the sweep's subscription brings it).
+    private func noteRetainedHomeView(_ message: InboundMessage) {
+        guard message.retain, !message.payload.isEmpty, message.topic.hasPrefix(hub.config.homeAssistant.discoveryPrefix + "/") else { return }
+        let slug = Slug.make(hub.topics.base)
+        guard message.topic.contains("/\(slug)_energy_home") || message.topic.contains("/\(slug)_environment_") else { return }
+        if emptyViewTopics.contains(message.topic) {
+            hub.transport.publish(message.topic, "", qos: 1, retain: true)
+        } else {
+            heldViewTopics.insert(message.topic)
+        }
     }
 
     /// Discovery goes out at start, on reconnect and when a device's description changes; never with state.
@@ -109,23 +132,27 @@ final class HomeAssistantExtension: GatewayExtension {
         let id = view.slug
         let previous = homeViews[id]
         if keys.isEmpty {
-            // Cleared even when this run never announced it: a room emptied by devices removed at start-up
-            // (restored from the cache, vendor gone) was announced by the previous run.
+            // A room is a device only once it has a reading. Cleared where the broker holds an announcement: this
+            // run's, or the previous run's (a room emptied by devices removed at start-up, its vendor gone).
             let possible = if case .energy = view { HomeViews.energyKeys } else { HomeViews.environmentKeys }
             let gone = previous ?? (view, possible.sorted())
-            for topic in discovery.homeViewClearTopics(gone.view, keys: gone.keys) { hub.transport.publish(topic, "", qos: 1, retain: true) }
+            let topics = discovery.homeViewClearTopics(gone.view, keys: gone.keys)
+            for topic in topics where heldViewTopics.remove(topic) != nil { hub.transport.publish(topic, "", qos: 1, retain: true) }
+            emptyViewTopics.formUnion(topics)
             homeViews[id] = nil
             return
         }
         if let previous, previous.keys == keys, previous.view == view { return }
         let messages = discovery.homeViewMessages(view, keys: keys)
+        let kept = Set(messages.map(\.topic))
         if let previous {
-            let kept = Set(messages.map(\.topic))
-            for topic in discovery.homeViewClearTopics(previous.view, keys: previous.keys) where !kept.contains(topic) {
+            for topic in discovery.homeViewClearTopics(previous.view, keys: previous.keys) where !kept.contains(topic) && heldViewTopics.remove(topic) != nil {
                 hub.transport.publish(topic, "", qos: 1, retain: true)
             }
         }
+        emptyViewTopics.subtract(kept)
         for message in messages { hub.transport.publish(message.topic, message.payload, qos: 1, retain: true) }
+        heldViewTopics.formUnion(kept)
         homeViews[id] = (view, keys)
     }
 
