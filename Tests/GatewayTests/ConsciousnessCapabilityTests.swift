@@ -45,16 +45,16 @@ import Testing
         #expect(capability(Self.thermostat, "target_temperature")?["writable"] as? Bool == false)
 
         // Discovery: the lock is a sensor, not a lock entity with a command topic; the light has no brightness.
-        let lockDiscovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_\(Self.lock)/config", timeout: .seconds(10))
+        let lockDiscovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_\(Self.lock)/config", timeout: .seconds(10)) { ($0.json?["components"] as? [String: Any])?["stale"] != nil }
         let components = try #require(lockDiscovery.json?["components"] as? [String: [String: Any]])
         #expect(!components.values.contains { $0["platform"] as? String == "lock" })
         let lockEntity = try #require(components.values.first { ($0["value_template"] as? String)?.contains("value_json.lock") == true })
         #expect(lockEntity["platform"] as? String == "sensor")
         #expect(lockEntity["command_topic"] == nil)
-        let lightDiscovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_\(Self.light)/config", timeout: .seconds(10))
+        let lightDiscovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_\(Self.light)/config", timeout: .seconds(10)) { ($0.json?["components"] as? [String: Any])?["stale"] != nil }
         let light = try #require((lightDiscovery.json?["components"] as? [String: [String: Any]])?.values.first { $0["platform"] as? String == "light" })
         #expect(light["brightness"] == nil)
-        let thermostatDiscovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_\(Self.thermostat)/config", timeout: .seconds(10))
+        let thermostatDiscovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_\(Self.thermostat)/config", timeout: .seconds(10)) { ($0.json?["components"] as? [String: Any])?["stale"] != nil }
         #expect(!thermostatDiscovery.text.contains("temperature_command_topic"))
 
         // The command path refuses it before any vendor call.

@@ -4,6 +4,7 @@ import GatewayModel
 import GatewayTesting
 import MQTT
 import Testing
+import VendorSimulators
 
 /// Issue 22 §4: what Home Assistant shows must be able to be right — names that do not repeat the device's,
 /// one entity per fact.
@@ -139,5 +140,56 @@ import Testing
         #expect(empty.isEmpty, "empty discovery for rooms never announced: \(empty)")
         #expect(!views.contains { $0.topic.contains("entrance") || $0.topic.contains("kitchen") || $0.topic.contains("garage") })
         await watcher.shutdown()
+    }
+}
+
+/// Entities only for what a device reports, and a value for every state topic discovery points to. Real broker,
+/// the Matter simulator serving the recorded nodes.
+@Suite(.timeLimit(.minutes(2))) struct ReportedKeysDiscoveryTests {
+    static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
+        message?.json?["components"] as? [String: [String: Any]]
+    }
+
+    @Test func onlyReportedKeysBecomeEntitiesAndAKeyThatAppearsLaterIsAnnounced() async throws {
+        let (simulator, gateway) = try await MatterIntegrationTests().start()
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/device/#", "homeassistant/device/#")
+        // An Eve thermostat carries Eve's cluster but no power attribute: no `sensor.matter_12_power`.
+        let thermostat = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_12/config", timeout: .seconds(15)) {
+            Self.components($0)?["climate"] != nil
+        }
+        let thermostatEntities = try #require(Self.components(thermostat))
+        #expect(thermostatEntities["power"] == nil, "\(thermostatEntities.keys.sorted())")
+        #expect(thermostatEntities["climate"] != nil)
+        // The EV charger's ActivePower is null: no power entity until the node reports one.
+        let charger = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_23/config", timeout: .seconds(10)) {
+            Self.components($0)?["charging_state"] != nil
+        }
+        #expect(Self.components(charger)?["power"] == nil, "\(Self.components(charger)?.keys.sorted() ?? [])")
+        _ = try await client.waitForMessage(topic: "lbs/device/matter_23", timeout: .seconds(10))
+
+        // Every device whose discovery has a `stale` entity has a published state topic (the FRITZ!Box's own node
+        // maps no key; its state still carries `last_seen`).
+        _ = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_1/config", timeout: .seconds(10)) { Self.components($0)?["stale"] != nil }
+        let state = try await client.waitForMessage(topic: "lbs/device/matter_1", timeout: .seconds(10))
+        #expect(state.json?["last_seen"] != nil, "\(state.text)")
+        try await Task.sleep(for: .seconds(1))
+        let discoveries = client.received.filter { $0.topic.hasPrefix("homeassistant/device/lbs_matter_") && !$0.payload.isEmpty }
+        for message in discoveries where Self.components(message)?["stale"] != nil {
+            let stateTopic = try #require(message.json?["state_topic"] as? String)
+            #expect(!client.messages(on: stateTopic).isEmpty, "\(message.topic) points at \(stateTopic), which has no message")
+        }
+
+        // The charger reports its power: discovery announces it, before the state that carries it.
+        let seen = client.received.count
+        simulator.report(node: 23, path: "1/144/8", json: "7400000")
+        let powered = try await client.waitForMessage(topic: "lbs/device/matter_23", timeout: .seconds(10)) { $0.json?["power"] as? Double == 7400 }
+        let later = Array(client.received.dropFirst(seen))
+        let announced = try #require(later.firstIndex { $0.topic == "homeassistant/device/lbs_matter_23/config" && Self.components($0)?["power"] != nil },
+                                     "no discovery with power after the node reported it")
+        let stateIndex = try #require(later.firstIndex { $0.topic == "lbs/device/matter_23" && $0.json?["power"] != nil })
+        #expect(announced < stateIndex, "discovery first, then the state with the new key")
+        #expect(Self.components(later[announced])?["power"]?["device_class"] as? String == "power")
+        _ = powered
     }
 }

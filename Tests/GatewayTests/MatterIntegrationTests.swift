@@ -28,12 +28,12 @@ import VendorSimulators
         let client = try await gateway.observer("lbs/device/#", "lbs/bridge/vendors/matter", "homeassistant/device/#", "replies/#")
         let lock = try await client.waitForMessage(topic: "lbs/device/matter_20", timeout: .seconds(15))
         #expect(lock.json?["lock"] as? String == "LOCKED" && lock.json?["battery"] as? Double == 40)
-        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_20/config", timeout: .seconds(10))
+        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_20/config", timeout: .seconds(10)) { ($0.json?["components"] as? [String: Any])?["stale"] != nil }
         let components = try #require(discovery.json?["components"] as? [String: [String: Any]])
         #expect(components["lock"]?["platform"] as? String == "lock")
         let bridged = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_1_42/config", timeout: .seconds(10))
         #expect((bridged.json?["device"] as? [String: Any])?["via_device"] as? String == "lbs_matter_1")
-        let contact = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_9/config", timeout: .seconds(10))
+        let contact = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_9/config", timeout: .seconds(10)) { ($0.json?["components"] as? [String: Any])?["stale"] != nil }
         let contactComponents = try #require(contact.json?["components"] as? [String: [String: Any]])
         #expect(contactComponents["contact"]?["device_class"] as? String == "door")
 
@@ -44,7 +44,7 @@ import VendorSimulators
         #expect(unlocked.json?["battery"] as? Double == 40)
         #expect(simulator.commands.contains("device_command 20/1/257 UnlockDoor"))
         // Home Assistant's JSON light sends colour as h/s; the node's report comes back as the `color` object.
-        let colorLight = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_10/config", timeout: .seconds(10))
+        let colorLight = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_10/config", timeout: .seconds(10)) { ($0.json?["components"] as? [String: Any])?["stale"] != nil }
         let light = try #require((colorLight.json?["components"] as? [String: [String: Any]])?["light"])
         #expect(light["supported_color_modes"] as? [String] == ["color_temp", "hs"])
         try await client.publish("lbs/device/matter_10/set", #"{"state":"ON","color":{"h":120,"s":100}}"#, qos: .atLeastOnce, responseTopic: "replies/color")

@@ -33,7 +33,7 @@ import VendorSimulators
         #expect(values["battery_level"] as? Double == 42.4)
         #expect(values["grid_status"] as? String == "connected")
         #expect(values["operation_mode"] as? String == "self_consumption")
-        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_pw_site/config", timeout: .seconds(10))
+        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_pw_site/config", timeout: .seconds(10)) { ($0.json?["components"] as? [String: Any])?["stale"] != nil }
         let components = try #require(discovery.json?["components"] as? [String: [String: Any]])
         #expect(components["backup_reserve"]?["platform"] as? String == "number")
         #expect(components["grid_connected"]?["device_class"] as? String == "power")

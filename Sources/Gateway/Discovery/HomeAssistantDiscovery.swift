@@ -29,9 +29,34 @@ public struct HomeAssistantDiscovery: Sendable {
 
     var origin: JSON { ["name": "lbs-gateway", "sw": .string(version), "url": "https://github.com/lbs-gateway/lbs-gateway"] }
 
+    /// What a device has reported so far. Its entities cover only keys that have a value (a key a device lists but
+    /// never reports, such as an Eve thermostat's `power`, is an entity that can never show anything), and `stale`
+    /// and `last_seen` only once its state topic is published.
+    public enum Reported: Sendable {
+        /// Every key the device lists, as if all had values (descriptions, tests).
+        case all
+        /// The device's current state; nil: nothing yet.
+        case state(DeviceState?)
+
+        func has(_ key: String) -> Bool {
+            switch self {
+            case .all: true
+            case .state(let state): state?.values[key] != nil
+            }
+        }
+
+        /// The device's state topic carries something.
+        var published: Bool {
+            switch self {
+            case .all: true
+            case .state(let state): state != nil
+            }
+        }
+    }
+
     /// The messages that announce one device (one in device mode, one per entity in component mode).
-    public func messages(for device: Device) -> [Message] {
-        let components = self.components(for: device)
+    public func messages(for device: Device, reported: Reported = .all) -> [Message] {
+        let components = self.components(for: device, reported: reported)
         let deviceBlock: JSON = JSON.object([
             "identifiers": [.string(objectID(device.id))],
             "name": .string(device.name),
@@ -76,7 +101,7 @@ public struct HomeAssistantDiscovery: Sendable {
     public func clearTopics(for device: Device) -> [String] {
         switch mode {
         case .device: [deviceTopic(device.id)]
-        case .component: components(for: device).map { componentTopic($0.platform, device.id, $0.key) }
+        case .component: components(for: device, reported: .all).map { componentTopic($0.platform, device.id, $0.key) }
         }
     }
 
@@ -93,10 +118,11 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     /// One entry per Home Assistant entity of the device.
-    func components(for device: Device) -> [Component] {
+    func components(for device: Device, reported: Reported) -> [Component] {
         let id = device.id
-        // Keys the vendor cannot change become sensors, never entities with a command topic (device.isWritable).
-        let keys = Set(device.keys.filter { !(StateKeys.spec($0)?.writable ?? false) || device.isWritable($0) })
+        // Keys the vendor cannot change become sensors, never entities with a command topic (device.isWritable);
+        // keys without a value yet have no entity (the device's discovery goes out again when one arrives).
+        let keys = Set(device.keys.filter { (!(StateKeys.spec($0)?.writable ?? false) || device.isWritable($0)) && reported.has($0) })
         var result: [Component] = []
         var covered: Set<String> = []
 
@@ -239,7 +265,7 @@ public struct HomeAssistantDiscovery: Sendable {
         }
         // The water-leak alert covers the vendor's own leak flag (and long flows): one leak entity, not two.
         let leakAlert = alerts?.rules(for: device).contains { $0.name == "water_leak" } ?? false
-        for key in device.keys where !covered.contains(key) {
+        for key in device.keys where !covered.contains(key) && reported.has(key) {
             guard let spec = StateKeys.spec(key) else { continue }
             if key == "leak", leakAlert { continue }
             // A setting the vendor can change (a battery's backup reserve, its operation mode): a control.
@@ -299,6 +325,8 @@ public struct HomeAssistantDiscovery: Sendable {
             config["device_class"] = .string(rule.deviceClass)
             result.append(Component(key: "alert_\(rule.name)", platform: "binary_sensor", config: config))
         }
+        // Both read the device's state topic: only once it is published.
+        guard reported.published else { return result }
         // A diagnostic "Stale" problem sensor: ON while the values come from the cache, not the vendor.
         var stale = identity("stale", platform: "binary_sensor", name: "Stale")
         stale["value_template"] = "{{ 'ON' if value_json.stale | default(false) else 'OFF' }}"

@@ -186,6 +186,7 @@ enum MatterMapping {
         var out: [Reading] = []
         func has(_ cluster: Int) -> Bool { hasCluster(node, endpoint, cluster) }
         func value(_ cluster: Int, _ attribute: Int) -> MatterValue? { node.value(endpoint, cluster, attribute) }
+        func present(_ cluster: Int, _ attribute: Int) -> Bool { node.attributes["\(endpoint)/\(cluster)/\(attribute)"] != nil }
         if has(6) {
             out.append(Reading(key: "state", value: value(6, 0)?.bool.map { .string($0 ? "ON" : "OFF") }, writable: true))
         }
@@ -299,8 +300,11 @@ enum MatterMapping {
             }
         }
         if has(eveCluster), !has(144), !has(2820) {
-            // Eve's own cluster (Eve Energy): Home Assistant reads power from it too; the standard clusters win.
-            out.append(Reading(key: "power", value: value(eveCluster, 0x130A_000A)?.number.map { .number(round3($0)) }))
+            // Eve's own cluster (Eve Energy): Home Assistant reads power from it too; the standard clusters win. Only
+            // where the node has the attribute: Eve's thermostats and sensors carry the cluster without it.
+            if present(eveCluster, 0x130A_000A) {
+                out.append(Reading(key: "power", value: value(eveCluster, 0x130A_000A)?.number.map { .number(round3($0)) }))
+            }
             if value(eveCluster, 0x130A_0008) != nil { out.append(Reading(key: "voltage", value: value(eveCluster, 0x130A_0008)?.number.map { .number(round3($0)) })) }
             if value(eveCluster, 0x130A_0009) != nil { out.append(Reading(key: "current", value: value(eveCluster, 0x130A_0009)?.number.map { .number(round3($0)) })) }
             if value(eveCluster, 0x130A_000B) != nil { out.append(Reading(key: "energy", value: value(eveCluster, 0x130A_000B)?.number.map { .number(round3($0)) })) }

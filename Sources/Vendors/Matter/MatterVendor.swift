@@ -228,8 +228,10 @@ public final class MatterVendor: Vendor {
         let now = context.now()
         // An offline node's values are not news (the gateway takes a state as a sign of life): they go out when
         // it comes back.
+        // An online node's state goes out even when nothing of it maps (a bridge's own node): its state topic then
+        // carries `last_seen`, which Home Assistant's stale and last-seen entities read.
         for plan in plans {
-            if plan.online, !plan.state.isEmpty { sink.send(.state(plan.device.id, plan.state, observedAt: now)) }
+            if plan.online { sink.send(.state(plan.device.id, plan.state, observedAt: now)) }
             sink.send(.availability(plan.device.id, online: plan.online))
         }
     }
@@ -277,7 +279,7 @@ public final class MatterVendor: Vendor {
             let cameBack = plan.online && previous?.online != true
             if plan.online {
                 let changed = full || cameBack ? plan.state : plan.state.filter { previous?.state[$0.key] != $0.value }
-                if !changed.isEmpty { sink.send(.state(plan.device.id, changed, observedAt: now)) }
+                if !changed.isEmpty || full || cameBack { sink.send(.state(plan.device.id, changed, observedAt: now)) }
             }
             if previous?.online != plan.online || full { sink.send(.availability(plan.device.id, online: plan.online)) }
         }

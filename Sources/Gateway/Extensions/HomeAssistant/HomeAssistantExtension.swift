@@ -13,7 +13,7 @@ final class HomeAssistantExtension: GatewayExtension {
     let discovery: HomeAssistantDiscovery
     /// What discovery was last published per device: its topics and a digest of the payloads
     /// (not the payloads themselves: kilobytes per device add up at 1,000 devices).
-    private var published: [DeviceID: (topics: [String], digest: Int)] = [:]
+    private var published: [DeviceID: (topics: [String], digest: Int, reported: Set<String>)] = [:]
     /// Home views announced, with the keys their sensors cover.
     private var homeViews: [String: (view: HomeAssistantDiscovery.HomeView, keys: [String])] = [:]
     /// Home-view discovery topics the broker holds: announced by this run, or retained from an earlier one (read
@@ -46,6 +46,11 @@ final class HomeAssistantExtension: GatewayExtension {
             if !restored { publishDiscovery(device.id, force: false) }
         case .deviceChanged(let device):
             publishDiscovery(device.id, force: false)
+        case .stateUpdated(let id, let update, _, _, _):
+            // A key with its first value (or the device's first state) gets its entity: discovery again, before
+            // the state that carries it.
+            guard let seen = published[id]?.reported, update.keys.contains(where: { !seen.contains($0) }) || seen.isEmpty else { return }
+            publishDiscovery(id, force: false)
         case .deviceRemoved(let device):
             for topic in discovery.clearTopics(for: device) { hub.transport.publish(topic, "", qos: 1, retain: true) }
             published[device.id] = nil
@@ -81,18 +86,25 @@ final class HomeAssistantExtension: GatewayExtension {
     /// Discovery goes out at start, on reconnect and when a device's description changes; never with state.
     private func publishDiscovery(_ id: DeviceID, force: Bool) {
         guard let device = hub.devices[id] else { return }
-        let messages = discovery.messages(for: device)
+        let state = hub.states[id]
+        let messages = discovery.messages(for: device, reported: .state(state))
+        // The keys with a value, and "" once the state topic is published (so the first state, even an empty one, counts).
+        var reported: Set<String> = state.map { Set($0.values.keys) } ?? []
+        if state != nil { reported.insert("") }
         var hasher = Hasher()
         hasher.combine(messages)
         let digest = hasher.finalize()
-        if !force, published[id]?.digest == digest { return }
+        if !force, published[id]?.digest == digest {
+            published[id]?.reported = reported
+            return
+        }
         // Component mode: entities that disappeared are cleared, not left as ghosts.
         let newTopics = Set(messages.map(\.topic))
         for old in published[id]?.topics ?? [] where !newTopics.contains(old) {
             hub.transport.publish(old, "", qos: 1, retain: true)
         }
         for message in messages { hub.transport.publish(message.topic, message.payload, qos: 1, retain: true) }
-        published[id] = (messages.map(\.topic), digest)
+        published[id] = (messages.map(\.topic), digest, reported)
     }
 
     /// The gateway device; forgets which home views were announced so they go out again with the next
