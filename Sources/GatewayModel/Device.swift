@@ -31,11 +31,15 @@ public struct Device: Sendable, Hashable, Codable {
     /// The device it is reached through, when that is itself a device of the gateway (a Matter bridge's bridged
     /// devices): Home Assistant shows it as "connected via". nil: the gateway itself.
     public var viaDevice: DeviceID?
+    /// Where this device narrows the registry's range of a key, by key: an EV charger's current is 6 … 40 A on the
+    /// device, not the registry's 0 … 80; a fan takes only the modes it has. nil: the registry's own.
+    public var limits: [String: KeyLimits]?
 
     public init(
         vendorID: String, vendorDeviceID: String, name: String, type: DeviceType,
         manufacturer: String? = nil, model: String? = nil, room: String? = nil, swVersion: String? = nil,
-        serialNumber: String? = nil, writableKeys: Set<String>? = nil, keys: [String], eventTypes: [String]? = nil, viaDevice: DeviceID? = nil
+        serialNumber: String? = nil, writableKeys: Set<String>? = nil, keys: [String], eventTypes: [String]? = nil, viaDevice: DeviceID? = nil,
+        limits: [String: KeyLimits]? = nil
     ) {
         self.id = DeviceID(vendorInstance: vendorID, vendorDeviceID: vendorDeviceID)
         self.vendorID = vendorID
@@ -51,9 +55,18 @@ public struct Device: Sendable, Hashable, Codable {
         self.keys = keys
         self.eventTypes = eventTypes
         self.viaDevice = viaDevice
+        self.limits = limits
     }
 
-    public var specs: [KeySpec] { keys.compactMap(StateKeys.spec) }
+    /// Each key's spec as this device has it (`spec(_:)`).
+    public var specs: [KeySpec] { keys.compactMap(spec) }
+
+    /// The registry's spec of a key, narrowed to this device's own limits (commands and Home Assistant use it).
+    public func spec(_ key: String) -> KeySpec? {
+        guard let spec = StateKeys.spec(key) else { return nil }
+        guard let limit = limits?[key] else { return spec }
+        return limit.narrowing(spec)
+    }
 
     public func accepts(_ key: String) -> Bool {
         keys.contains(key) && isWritable(key)
@@ -104,5 +117,41 @@ public struct DeviceState: Sendable, Hashable {
         if lastSeen.map({ observedAt >= $0 }) ?? true { lastSeen = observedAt }
         stale = false
         return changed
+    }
+}
+
+/// A device's own limits for one key, inside the registry's: a number's range, or the words a setting takes.
+public struct KeyLimits: Sendable, Hashable, Codable {
+    public var min: Double?
+    public var max: Double?
+    /// The words the device reports and accepts (a subset of the registry's, in the registry's order).
+    public var options: [String]?
+
+    public init(min: Double? = nil, max: Double? = nil, options: [String]? = nil) {
+        self.min = min
+        self.max = max
+        self.options = options
+    }
+
+    /// The spec with this range or these words; never wider than the registry's. A range that would be empty
+    /// (a device reporting a minimum above its maximum) leaves the registry's.
+    public func narrowing(_ spec: KeySpec) -> KeySpec {
+        var kind = spec.kind
+        switch spec.kind {
+        case .number(let low, let high):
+            let lower = [low, min].compactMap { $0 }.max()
+            let upper = [high, max].compactMap { $0 }.min()
+            if let lower, let upper, lower > upper { return spec }
+            kind = .number(min: lower, max: upper)
+        case .enumeration(let words):
+            guard let options else { return spec }
+            let kept = words.filter(options.contains)
+            if kept.isEmpty { return spec }
+            kind = .enumeration(kept)
+        default:
+            return spec
+        }
+        return KeySpec(spec.name, label: spec.label, unit: spec.unit, kind: kind, writable: spec.writable, commands: spec.commands,
+                       series: spec.series, category: spec.category)
     }
 }

@@ -271,7 +271,10 @@ public final class MatterSimulator: Sendable {
                   minimum >= 0, minimum <= maximum, payload["chargingEnabledUntil"] is NSNull || (payload["chargingEnabledUntil"] as? NSNumber) != nil else {
                 return .failure(Failure(code: 0, details: "InteractionModelError: ConstraintError (0x87)"))
             }
-            return .success([(path(1), "1")] + (state == 2 ? [(path(0), "3")] : []))
+            // MaximumChargeCurrent becomes the lesser of the command's, CircuitCapacity and UserMaximumChargeCurrent.
+            let caps = [current(5), current(9)].compactMap { $0.flatMap { Int($0) } }.filter { $0 > 0 }
+            let offered = ([maximum] + caps).min() ?? maximum
+            return .success([(path(1), "1"), (path(6), String(minimum)), (path(7), String(offered))] + (state == 2 ? [(path(0), "3")] : []))
         case (258, "UpOrOpen"): return .success([(path(14), "0"), (path(10), "0")])
         case (258, "DownOrClose"): return .success([(path(14), "10000"), (path(10), "0")])
         case (258, "StopMotion"): return .success([])

@@ -193,3 +193,59 @@ import VendorSimulators
         _ = powered
     }
 }
+
+/// Ranges come from the device: an EV charger's current is what the charger takes (Matter: MinimumChargeCurrent
+/// … the lower of CircuitCapacity and UserMaximumChargeCurrent; Emporia: 6 … its maximum), in Home Assistant and
+/// on `/set`. Real broker.
+@Suite(.timeLimit(.minutes(2))) struct DeviceRangeTests {
+    static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
+        message?.json?["components"] as? [String: [String: Any]]
+    }
+
+    @Test func aMatterEVSEsCurrentHasTheChargersRangeInHomeAssistantAndOnSet() async throws {
+        let (simulator, gateway) = try await MatterIntegrationTests().start()
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/device/matter_23", "homeassistant/device/lbs_matter_23/config", "replies/#")
+        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_23/config", timeout: .seconds(15)) {
+            Self.components($0)?["charging_current"] != nil
+        }
+        let current = try #require(Self.components(discovery)?["charging_current"])
+        #expect(current["platform"] as? String == "number")
+        #expect(current["min"] as? Double == 2 && current["max"] as? Double == 32, "the recorded EVSE: 2 A … 32 A, \(current)")
+        #expect(current["unit_of_measurement"] as? String == "A")
+        let state = try await client.waitForMessage(topic: "lbs/device/matter_23", timeout: .seconds(10)) { $0.json?["charging_current"] != nil }
+        #expect(state.json?["charging_current"] as? Double == 30)
+
+        // Above the charger's range: refused by the gateway, nothing reaches the node.
+        try await client.publish("lbs/device/matter_23/set/charging_current", "40", qos: .atLeastOnce, responseTopic: "replies/high")
+        let refused = try await client.waitForMessage(topic: "replies/high", timeout: .seconds(10))
+        #expect(refused.text.contains("out_of_range") && refused.text.contains("32"), "\(refused.text)")
+        #expect(!simulator.commands.contains { $0.contains("EnableCharging") })
+        try await client.publish("lbs/device/matter_23/set/charging_current", "16", qos: .atLeastOnce, responseTopic: "replies/set")
+        let reply = try await client.waitForMessage(topic: "replies/set", timeout: .seconds(10))
+        #expect(reply.json?["status"] as? String == "ok", "\(reply.text)")
+        _ = try await client.waitForMessage(topic: "lbs/device/matter_23", timeout: .seconds(10)) { $0.json?["charging_current"] as? Double == 16 }
+        #expect(simulator.commands.contains("device_command 23/1/153 EnableCharging"))
+    }
+
+    @Test func anEmporiaChargersCurrentHasTheChargersRange() async throws {
+        let simulator = EmporiaSimulator(refreshToken: "emporia-refresh-token-xyz", username: "home@example.com", password: "emporia-password")
+        try await simulator.start()
+        defer { Task { await simulator.stop() } }
+        let base = await simulator.baseURL
+        let directory = try TemporaryDirectory()
+        try "emporia-refresh-token-xyz\n".write(toFile: directory.file("emporia-token"), atomically: true, encoding: .utf8)
+        let vendors = "  - {type: emporia, id: vue, url: \"\(base)\", auth_url: \"\(base)/\", refresh_token_file: emporia-token}"
+        let gateway = try await GatewayHarness.start(directory: directory, vendors: vendors)
+        defer { Task { await gateway.stop() } }
+        let client = try await gateway.observer("homeassistant/device/lbs_vue_4567/config", "replies/#")
+        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_vue_4567/config", timeout: .seconds(15)) {
+            Self.components($0)?["charging_current"] != nil
+        }
+        let current = try #require(Self.components(discovery)?["charging_current"])
+        #expect(current["min"] as? Double == 6 && current["max"] as? Double == 40, "\(current)")
+        try await client.publish("lbs/device/vue_4567/set/charging_current", "48", qos: .atLeastOnce, responseTopic: "replies/high")
+        let refused = try await client.waitForMessage(topic: "replies/high", timeout: .seconds(10))
+        #expect(refused.text.contains("out_of_range"), "\(refused.text)")
+    }
+}

@@ -97,9 +97,13 @@ import VendorKit
     @Test func anEVSEIsAChargerWithItsSupplyChargingStateAndPower() throws {
         let plan = try Self.only("silabs_evse_charging")
         #expect(plan.device.type == .evCharger && plan.device.name == "evse" && plan.device.model == "evse" && plan.device.manufacturer == "Silabs")
-        #expect(plan.device.keys == ["state", "charging_state", "supply_state", "power", "energy"])
-        #expect(plan.device.writableKeys == ["state"])
-        #expect(plan.state == ["state": .string("ON"), "charging_state": .string("charging"), "supply_state": .string("charging_enabled")])
+        #expect(plan.device.keys == ["state", "charging_state", "supply_state", "charging_current", "power", "energy"])
+        #expect(plan.device.writableKeys == ["state", "charging_current"])
+        #expect(plan.state == ["state": .string("ON"), "charging_state": .string("charging"), "supply_state": .string("charging_enabled"),
+                               "charging_current": .number(30)])
+        // MaximumChargeCurrent 30 A, within the EVSE's own range: MinimumChargeCurrent 2 A … CircuitCapacity 32 A.
+        #expect(plan.device.limits?["charging_current"] == KeyLimits(min: 2, max: 32))
+        #expect(plan.device.spec("charging_current")?.kind == .number(min: 2, max: 32))
         #expect(plan.online)
         // Reported later: 0x0090 ActivePower in mW, 0x0091 CumulativeEnergyImported in mWh.
         var node = try Self.node("silabs_evse_charging")
@@ -109,7 +113,7 @@ import VendorKit
         node.attributes["1/153/1"] = .int(0)
         let later = MatterMapping.plans(for: node, vendorID: "matter")[0]
         #expect(later.state == ["state": .string("OFF"), "charging_state": .string("not_plugged_in"), "supply_state": .string("disabled"),
-                                "power": .number(7360), "energy": .number(12.5)])
+                                "charging_current": .number(30), "power": .number(7360), "energy": .number(12.5)])
     }
 
     /// A node whose only application cluster is Energy EVSE is still a device (name, model, availability) with
@@ -125,7 +129,7 @@ import VendorKit
         let plan = try #require(plans.first)
         #expect(plan.device.id.rawValue == "matter_23" && plan.device.name == "evse" && plan.device.model == "evse" && plan.online)
         #expect(plan.device.type == .evCharger)
-        #expect(plan.device.keys == ["state", "charging_state", "supply_state"])
+        #expect(plan.device.keys == ["state", "charging_state", "supply_state", "charging_current"])
         for key in plan.device.keys { #expect(StateKeys.spec(key) != nil, "\(key) is a registered key") }
     }
 

@@ -72,7 +72,8 @@ import VendorTesting
         try await waitUntil("synced") { log.inventories.count == 1 && log.health.last?.state == .ok }
         let device = try #require(log.inventories.first?.first)
         #expect(device.id == Self.id("23") && device.type == .evCharger && device.name == "evse")
-        #expect(log.states[Self.id("23")] == ["state": .string("ON"), "charging_state": .string("charging"), "supply_state": .string("charging_enabled")])
+        #expect(log.states[Self.id("23")] == ["state": .string("ON"), "charging_state": .string("charging"), "supply_state": .string("charging_enabled"),
+                                              "charging_current": .number(30)])
         #expect(log.availability[Self.id("23")] == true)
 
         let off = try await vendor.execute(Self.command("23", ["state": .string("OFF")]))

@@ -158,7 +158,7 @@ public struct HomeAssistantDiscovery: Sendable {
                 if keys.contains("color") { modes.append("hs") }
                 if keys.contains("color_temp_kelvin") {
                     config["color_temp_kelvin"] = true
-                    if case .number(let low?, let high?) = StateKeys.colorTempKelvin.kind {
+                    if case .number(let low?, let high?) = (device.spec("color_temp_kelvin") ?? StateKeys.colorTempKelvin).kind {
                         config["min_kelvin"] = .number(low)
                         config["max_kelvin"] = .number(high)
                     }
@@ -243,7 +243,7 @@ public struct HomeAssistantDiscovery: Sendable {
                 config["temperature_command_topic"] = .string(topics.set(id, key: "target_temperature"))
                 config["temperature_state_topic"] = state
                 config["temperature_state_template"] = "{{ value_json.target_temperature }}"
-                if case .number(let low?, let high?) = StateKeys.targetTemperature.kind {
+                if case .number(let low?, let high?) = (device.spec("target_temperature") ?? StateKeys.targetTemperature).kind {
                     config["min_temp"] = .number(low)
                     config["max_temp"] = .number(high)
                 }
@@ -266,7 +266,8 @@ public struct HomeAssistantDiscovery: Sendable {
         // The water-leak alert covers the vendor's own leak flag (and long flows): one leak entity, not two.
         let leakAlert = alerts?.rules(for: device).contains { $0.name == "water_leak" } ?? false
         for key in device.keys where !covered.contains(key) && reported.has(key) {
-            guard let spec = StateKeys.spec(key) else { continue }
+            // The device's own range and words (`Device.limits`), not only the registry's.
+            guard let spec = device.spec(key) else { continue }
             if key == "leak", leakAlert { continue }
             // A setting the vendor can change (a battery's backup reserve, its operation mode): a control.
             if spec.writable, device.isWritable(key), let platform = Self.controlPlatform(spec) {

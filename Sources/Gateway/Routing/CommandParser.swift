@@ -58,7 +58,8 @@ public enum CommandParser {
         var changes: [String: StateValue] = [:]
         for (rawKey, value) in requested {
             let key = aliases[rawKey] ?? rawKey
-            guard device.keys.contains(key), let spec = StateKeys.spec(key) else {
+            // The device's own spec: its range, not only the registry's (an EV charger's 6 … 40 A).
+            guard device.keys.contains(key), let spec = device.spec(key) else {
                 let writable = device.specs.filter { device.isWritable($0.name) }.map(\.name)
                 return .failure(.unknownKey(rawKey, device: device.id.rawValue, accepted: writable))
             }

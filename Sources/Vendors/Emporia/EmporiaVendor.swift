@@ -89,9 +89,11 @@ public final class EmporiaVendor: Vendor {
             let name = device.locationProperties?.deviceName.flatMap { $0.isEmpty ? nil : $0 } ?? "Emporia \(device.deviceGid)"
             let main = channels[device.deviceGid]?.first { $0.num == "1,2,3" }?.watts
             if let charger = device.evCharger {
+                // The charger's own range (6 A, the lowest a pilot signal offers, up to its maximum), not the registry's.
                 let entry = Device(vendorID: instanceID, vendorDeviceID: String(device.deviceGid), name: name, type: .evCharger, manufacturer: "Emporia",
                                    model: device.model, swVersion: device.firmware, writableKeys: ["state", "charging_current"],
-                                   keys: ["state", "charging_current", "power"])
+                                   keys: ["state", "charging_current", "power"],
+                                   limits: ["charging_current": KeyLimits(min: 6, max: Double(min(charger.maxChargingRate ?? 40, 80)))])
                 devices.append(entry)
                 var state = Self.state(of: charger)
                 if let main { state["power"] = .number(main) }

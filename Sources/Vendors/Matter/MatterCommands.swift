@@ -133,6 +133,8 @@ enum MatterCommands {
                 throw invalid("one of \(MatterMapping.systemModes.keys.sorted().joined(separator: ", "))")
             }
             return [.write(endpoint: endpoint, cluster: 513, attribute: 28, value: .int(Int(mode)))]
+        case "charging_current":
+            return [try chargingCurrentCall(endpoint: endpoint, amps: value, node: node)]
         case "fan_mode":
             guard let word = value.string?.lowercased(), let mode = MatterMapping.fanModes.firstIndex(of: word) else {
                 throw invalid("one of \(MatterMapping.fanModes.joined(separator: ", "))")
@@ -154,11 +156,34 @@ enum MatterCommands {
         guard word == "ON" || (word == "TOGGLE" && !enabled) else {
             return .command(endpoint: endpoint, cluster: 153, name: "Disable", payload: [:], timedMs: evseTimedRequestMs)
         }
-        func milliamps(_ attribute: Int) -> Int? { node.value(endpoint, 153, attribute)?.integer.flatMap { $0 >= 0 ? Int(exactly: $0) : nil } }
-        let minimum = milliamps(6) ?? 6000
-        let maximum = max(minimum, milliamps(7) ?? milliamps(5) ?? minimum)
+        let minimum = milliamps(153, 6, endpoint, node) ?? 6000
+        let maximum = max(minimum, milliamps(153, 7, endpoint, node) ?? milliamps(153, 5, endpoint, node) ?? minimum)
         return .command(endpoint: endpoint, cluster: 153, name: "EnableCharging",
                         payload: ["chargingEnabledUntil": .null, "minimumChargeCurrent": .int(minimum), "maximumChargeCurrent": .int(maximum)],
+                        timedMs: evseTimedRequestMs)
+    }
+
+    static func milliamps(_ cluster: Int, _ attribute: Int, _ endpoint: Int, _ node: MatterNode) -> Int? {
+        node.value(endpoint, cluster, attribute)?.integer.flatMap { $0 >= 0 ? Int(exactly: $0) : nil }
+    }
+
+    /// An EV charger's `charging_current` (A): EnableCharging again with the new maximum (Energy EVSE has no
+    /// writable current of its own), keeping its minimum and its end time. Only while charging is enabled: it
+    /// would otherwise switch charging on.
+    static func chargingCurrentCall(endpoint: Int, amps value: StateValue, node: MatterNode) throws(GatewayError) -> MatterCall {
+        guard let amps = value.number, amps > 0, amps <= 1000 else {
+            throw GatewayError(.invalidPayload, message: "'charging_current' takes a current in A.", suggestion: "Send e.g. {\"charging_current\": 16}.")
+        }
+        guard node.value(endpoint, 153, 1)?.integer.map(MatterMapping.chargingEnabled) == true else {
+            throw GatewayError(.vendorRejected, message: "Charging is off, so the charger offers no current to change.",
+                               suggestion: "Switch charging on (state ON) first; it keeps the current set then.")
+        }
+        let minimum = milliamps(153, 6, endpoint, node) ?? 6000
+        let maximum = Int((amps * 1000).rounded())
+        guard maximum >= minimum else { throw .outOfRange(key: "charging_current", value: amps, min: Double(minimum) / 1000, max: nil) }
+        let until: MatterPayload = node.value(endpoint, 153, 3)?.integer.flatMap { Int(exactly: $0) }.map(MatterPayload.int) ?? .null
+        return .command(endpoint: endpoint, cluster: 153, name: "EnableCharging",
+                        payload: ["chargingEnabledUntil": until, "minimumChargeCurrent": .int(minimum), "maximumChargeCurrent": .int(maximum)],
                         timedMs: evseTimedRequestMs)
     }
 

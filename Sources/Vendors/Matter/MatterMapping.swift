@@ -146,6 +146,7 @@ enum MatterMapping {
         var keys: [String] = []
         var routes: [String: MatterRoute] = [:]
         var writable: Set<String> = []
+        var limits: [String: KeyLimits] = [:]
         var switches: Set<Int> = []
         var types: [Int] = []
         for endpoint in endpoints {
@@ -162,12 +163,14 @@ enum MatterMapping {
                 keys.append(name)
                 if let value = reading.value { state[name] = value }
                 if reading.writable { writable.insert(name) }
+                if let limit = reading.limits { limits[name] = limit }
             }
         }
         let device = Device(
             vendorID: vendorID, vendorDeviceID: vendorDeviceID, name: info.name, type: deviceType(for: types), manufacturer: info.manufacturer,
             model: info.model, room: info.room, swVersion: info.firmware, serialNumber: info.serial, writableKeys: writable, keys: keys,
-            eventTypes: switches.isEmpty ? nil : switchEvents.sorted { $0.key < $1.key }.map(\.value), viaDevice: via
+            eventTypes: switches.isEmpty ? nil : switchEvents.sorted { $0.key < $1.key }.map(\.value), viaDevice: via,
+            limits: limits.isEmpty ? nil : limits
         )
         return MatterDevicePlan(device: device, state: state, online: online, routes: routes, switchEndpoints: switches)
     }
@@ -179,6 +182,8 @@ enum MatterMapping {
         /// nil: the device has the key but its value is unknown (null) for now.
         var value: StateValue?
         var writable = false
+        /// The node's own range or words for the key, where it narrows the registry's.
+        var limits: KeyLimits?
     }
 
     /// The keys one endpoint reports, in display order, with their current values.
@@ -197,6 +202,14 @@ enum MatterMapping {
             out.append(Reading(key: "state", value: supply.map { .string(chargingEnabled($0) ? "ON" : "OFF") }, writable: true))
             out.append(Reading(key: "charging_state", value: value(153, 0)?.integer.flatMap(evseState).map(StateValue.string)))
             out.append(Reading(key: "supply_state", value: supply.flatMap(supplyState).map(StateValue.string)))
+            if present(153, 7) {
+                // The current the EVSE offers the car (MaximumChargeCurrent, mA), set through EnableCharging. Its range is
+                // the EVSE's own: MinimumChargeCurrent … the lower of CircuitCapacity and UserMaximumChargeCurrent.
+                let amps = value(153, 7)?.number.map { StateValue.number(round3($0 / 1000)) }
+                let low = value(153, 6)?.number.map { $0 / 1000 }
+                let high = [value(153, 5)?.number, value(153, 9)?.number].compactMap { $0 }.filter { $0 > 0 }.min().map { $0 / 1000 }
+                out.append(Reading(key: "charging_current", value: amps, writable: true, limits: KeyLimits(min: low, max: high)))
+            }
         }
         if has(8), has(6), types.allSatisfy({ !onOffOnlyTypes.contains($0) }) {
             out.append(Reading(key: "brightness", value: value(8, 0)?.number.map { .number((min(max($0, 0), 254) / 254 * 100).rounded()) }, writable: true))
