@@ -2,7 +2,7 @@ import Foundation
 import GatewayTesting
 import MQTT
 
-// lbs-bench: benchmark programs whose numbers go into the README.
+// lbs-bench: benchmark programs whose numbers go into docs/benchmarks.md (the key figures also into the README).
 //   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|sense|matter|all]
 // Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
 

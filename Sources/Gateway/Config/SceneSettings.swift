@@ -108,7 +108,7 @@ extension ConfigReader {
                     scenes.append(scene)
                 }
             case .failure(let error):
-                problem(path, error.message, fix: "see the scenes example in the README")
+                problem(path, error.message, fix: "see docs/scenes.md")
             }
         }
         return scenes
