@@ -61,6 +61,10 @@ public struct VendorContext: Sendable {
 public protocol VendorValueStore: Sendable {
     /// The value stored for the vendor instance under `key`; when there is none, `value` is stored and returned.
     func value(_ key: String, vendorID: String, storingIfAbsent value: String) async throws -> String
+    /// The value stored under `key`, or nil.
+    func storedValue(_ key: String, vendorID: String) async throws -> String?
+    /// Stores `value` under `key`, replacing what was there.
+    func store(_ value: String, key: String, vendorID: String) async throws
 }
 
 /// Values in memory only (lost on restart), for tests.
@@ -75,5 +79,13 @@ public final class InMemoryVendorValueStore: VendorValueStore {
             values["\(vendorID)/\(key)"] = value
             return value
         }
+    }
+
+    public func storedValue(_ key: String, vendorID: String) async throws -> String? {
+        values.withLock { $0["\(vendorID)/\(key)"] }
+    }
+
+    public func store(_ value: String, key: String, vendorID: String) async throws {
+        values.withLock { $0["\(vendorID)/\(key)"] = value }
     }
 }

@@ -249,3 +249,60 @@ import VendorSimulators
         #expect(refused.text.contains("out_of_range"), "\(refused.text)")
     }
 }
+
+/// A key the vendor refuses for this device and firmware is read-only: current Powerwall firmware answers 403 to
+/// a change of its operation; after the first refusal Home Assistant shows sensors, `/set` refuses before the
+/// gateway is asked again, and with `storage:` a restart remembers it. Real broker, the Powerwall simulator.
+@Suite(.timeLimit(.minutes(2))) struct RefusedKeyTests {
+    static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
+        message?.json?["components"] as? [String: [String: Any]]
+    }
+
+    @Test func aPowerwallSettingRefusedWith403BecomesASensorAndStaysOneAfterARestart() async throws {
+        let simulator = try PowerwallSimulator(configuration: .init(password: "TESLA", fixtures: Fixtures.path("powerwall", ""), customerMayWriteOperation: false))
+        try await simulator.start()
+        defer { Task { await simulator.stop() } }
+        let broker = try await MosquittoBroker.started()
+        let directory = try TemporaryDirectory()
+        try "TESLA\n".write(toFile: directory.file("pw-password"), atomically: true, encoding: .utf8)
+        let vendors = "  - {type: powerwall, id: pw, url: \"\(await simulator.baseURL)\", password_file: pw-password, poll_interval: 1}"
+        let topic = "homeassistant/device/lbs_pw_site/config"
+        let first = try await GatewayHarness.start(broker: broker, directory: directory, vendors: vendors, storage: true)
+        let client = try await first.observer("lbs/device/pw_site", topic, "replies/#")
+        let before = try await client.waitForMessage(topic: topic, timeout: .seconds(15)) { Self.components($0)?["backup_reserve"] != nil }
+        #expect(Self.components(before)?["backup_reserve"]?["platform"] as? String == "number")
+        #expect(Self.components(before)?["operation_mode"]?["platform"] as? String == "select")
+
+        try await client.publish("lbs/device/pw_site/set/operation_mode", "backup", qos: .atLeastOnce, responseTopic: "replies/mode")
+        let refused = try await client.waitForMessage(topic: "replies/mode", timeout: .seconds(10))
+        #expect(refused.text.contains("vendor_rejected"), "\(refused.text)")
+        let after = try await client.waitForMessage(topic: topic, timeout: .seconds(10)) {
+            Self.components($0)?["backup_reserve"]?["platform"] as? String == "sensor"
+        }
+        for key in ["backup_reserve", "operation_mode"] {
+            let entity = try #require(Self.components(after)?[key], "\(key) is still shown")
+            #expect(entity["platform"] as? String == "sensor" && entity["command_topic"] == nil, "\(key): \(entity)")
+        }
+        // Refused by the gateway now, without asking the Powerwall again.
+        try await client.publish("lbs/device/pw_site/set/backup_reserve", "20", qos: .atLeastOnce, responseTopic: "replies/reserve")
+        let readOnly = try await client.waitForMessage(topic: "replies/reserve", timeout: .seconds(10))
+        #expect(readOnly.text.contains("read_only_key"), "\(readOnly.text)")
+        await first.stop()
+        await client.shutdown()
+
+        // Restarted with the same cache: the settings are never announced as controls again (same firmware).
+        let watcher = try await TestMQTTClient.connect(to: broker.url)
+        try await watcher.subscribe(topic)
+        let second = try await GatewayHarness.start(broker: broker, directory: directory, vendors: vendors, storage: true)
+        defer { Task { await second.stop() } }
+        _ = try await watcher.waitForMessage(topic: topic, timeout: .seconds(15)) { !$0.retain && Self.components($0)?["grid_connected"] != nil }
+        try await Task.sleep(for: .seconds(2))
+        let announced = watcher.messages(on: topic).filter { !$0.retain }
+        #expect(!announced.isEmpty)
+        for message in announced {
+            #expect(Self.components(message)?["backup_reserve"]?["platform"] as? String != "number", "\(message.text)")
+            #expect(Self.components(message)?["operation_mode"]?["platform"] as? String != "select")
+        }
+        await watcher.shutdown()
+    }
+}

@@ -8,4 +8,12 @@ struct CacheVendorValueStore: VendorValueStore {
     func value(_ key: String, vendorID: String, storingIfAbsent value: String) async throws -> String {
         try await store.run { try $0.vendorValue(key, vendorID: vendorID, storingIfAbsent: value) }
     }
+
+    func storedValue(_ key: String, vendorID: String) async throws -> String? {
+        try await store.run { try $0.storedValue(key, vendorID: vendorID) }
+    }
+
+    func store(_ value: String, key: String, vendorID: String) async throws {
+        try await store.run { try $0.storeValue(value, key: key, vendorID: vendorID) }
+    }
 }

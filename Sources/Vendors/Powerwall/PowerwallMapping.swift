@@ -62,19 +62,20 @@ enum PowerwallMapping {
         ["self_consumption", "autonomous", "backup"].contains(raw) ? raw : nil
     }
 
-    /// The site device: the keys this gateway serves (a Powerwall 3 has no `/api/operation`).
-    static func device(vendorID: String, reading: Reading, siteName: String?, firmware: String?) -> Device {
+    /// The site device: the keys this gateway serves (a Powerwall 3 has no `/api/operation`). `settingsWritable`:
+    /// false once the gateway refused a change of its operation (the settings are then read-only readings).
+    static func device(vendorID: String, reading: Reading, siteName: String?, firmware: String?, settingsWritable: Bool = true) -> Device {
         let values = state(reading)
         var keys = powerKeys.filter { values[$0] != nil }
         if reading.soe != nil { keys.append("battery_level") }
         keys += counterKeys.filter { values[$0] != nil }
         if reading.grid != nil { keys.append("grid_status") }
-        let writable = reading.operation != nil
-        if writable { keys += ["backup_reserve", "operation_mode"] }
+        let served = reading.operation != nil
+        if served { keys += ["backup_reserve", "operation_mode"] }
         return Device(
             vendorID: vendorID, vendorDeviceID: siteID, name: siteName.map { $0.isEmpty ? "Powerwall" : $0 } ?? "Powerwall",
             type: .energyMeter, manufacturer: "Tesla", model: "Powerwall", swVersion: firmware,
-            writableKeys: writable ? writableKeys : [], keys: keys
+            writableKeys: served && settingsWritable ? writableKeys : [], keys: keys
         )
     }
 

@@ -17,6 +17,11 @@ import VendorKit
 /// A Powerwall 3 on the wired LAN serves only the aggregates, the state of energy and the grid status; every
 /// other path answers 404. Those 404s are answers, not failures: the keys they would give are left out, and
 /// `/api/operation` is asked again only once an hour.
+///
+/// Current firmware serves `/api/operation` but refuses to change it from the customer login (403): after the
+/// first refusal `backup_reserve` and `operation_mode` are read-only on the device (Home Assistant shows sensors,
+/// `/set` answers `read_only_key`). With `storage:` this is remembered for that firmware across restarts; another
+/// firmware version may allow it again.
 public final class PowerwallVendor: Vendor {
     public let instanceID: String
     public let typeName = "powerwall"
@@ -26,6 +31,7 @@ public final class PowerwallVendor: Vendor {
     private let sink: VendorEventSink
     private let session: LoginSession
     private let logger: Logger
+    private let valueStore: (any VendorValueStore)?
     private let known = Mutex(Known())
 
     private struct Known {
@@ -36,7 +42,12 @@ public final class PowerwallVendor: Vendor {
         var siteName: String?
         var firmware: String?
         var last: PowerwallMapping.Reading?
+        /// The gateway refused to change `/api/operation` (on this firmware): its settings are read-only.
+        var operationRefused = false
     }
+
+    /// The cache's key for a refused `/api/operation` write; the value is the firmware it happened on.
+    static let refusalKey = "operation_write_refused"
 
     /// 429 and 503 pause every request for 5 minutes, as Tesla's own clients do; a refused password too.
     static let cooldown = Duration.seconds(300)
@@ -48,6 +59,7 @@ public final class PowerwallVendor: Vendor {
         self.options = options
         self.sink = sink
         self.logger = context.logger
+        self.valueStore = context.valueStore
         // No blind retries: the next poll is 5 s away, and a command is read back instead of re-sent.
         var settings = VendorHTTP.Settings(options.network, retry: .none)
         settings.holdOffBase = Self.cooldown
@@ -90,17 +102,38 @@ public final class PowerwallVendor: Vendor {
     public func poll(use: QuotaScheduler.Use = .poll) async throws(GatewayError) {
         let reading = try await read(use: use)
         if known.withLock({ !$0.descriptionRead }) { await describe() }
-        let device = known.withLock { known in
-            PowerwallMapping.device(vendorID: instanceID, reading: reading, siteName: known.siteName, firmware: known.firmware)
-        }
-        let changed = known.withLock { known -> Bool in
+        let changed = known.withLock { known -> Device? in
             known.last = reading
-            guard known.device != device else { return false }
-            known.device = device
-            return true
+            return announce(&known)
         }
-        if changed { sink.send(.inventory(vendorID: instanceID, devices: [device])) }
-        sink.send(.state(device.id, PowerwallMapping.state(reading), observedAt: http.now()))
+        if let changed { sink.send(.inventory(vendorID: instanceID, devices: [changed])) }
+        sink.send(.state(siteID, PowerwallMapping.state(reading), observedAt: http.now()))
+    }
+
+    /// The site device from the last reading; returned when it differs from the one announced.
+    private func announce(_ known: inout Known) -> Device? {
+        guard let reading = known.last else { return nil }
+        let device = PowerwallMapping.device(vendorID: instanceID, reading: reading, siteName: known.siteName, firmware: known.firmware,
+                                             settingsWritable: !known.operationRefused)
+        guard known.device != device else { return nil }
+        known.device = device
+        return device
+    }
+
+    /// The gateway refused a write to `/api/operation`: its settings become read-only (the device is announced
+    /// again, so Home Assistant shows sensors), remembered in the cache for this firmware.
+    private func operationRefused() async {
+        let (device, firmware) = known.withLock { known -> (Device?, String?) in
+            known.operationRefused = true
+            return (announce(&known), known.firmware)
+        }
+        if let device { sink.send(.inventory(vendorID: instanceID, devices: [device])) }
+        logger.notice("powerwall \(instanceID): the gateway refuses changes to the backup reserve and operation mode; they are read-only now")
+        do {
+            try await valueStore?.store(firmware ?? "", key: Self.refusalKey, vendorID: instanceID)
+        } catch {
+            logger.warning("powerwall \(instanceID): cannot remember the refused write in the cache: \(error)")
+        }
     }
 
     public func refresh(_ device: DeviceID) async throws {
@@ -142,10 +175,14 @@ public final class PowerwallVendor: Vendor {
     private func describe() async {
         let name = try? await optional("/api/site_info", WireSiteInfo.self, context: "site info", use: .refresh)?.siteName
         let firmware = try? await optional("/api/status", WireStatus.self, context: "status", use: .refresh)?.version
+        let version = (firmware ?? nil).map { String($0.split(separator: " ").first ?? Substring($0)) }
+        // A refusal remembered from an earlier run holds for the same firmware only.
+        let refusedOn = try? await valueStore?.storedValue(Self.refusalKey, vendorID: instanceID)
         known.withLock { known in
             known.descriptionRead = true
             known.siteName = name ?? nil
-            known.firmware = (firmware ?? nil).map { String($0.split(separator: " ").first ?? Substring($0)) }
+            known.firmware = version
+            if let refusedOn, refusedOn == (version ?? "") { known.operationRefused = true }
         }
     }
 
@@ -191,6 +228,7 @@ public final class PowerwallVendor: Vendor {
                 accepting: [403, 404, 405, 501]
             )
             if answer.status != 200, answer.status != 202, answer.status != 204 {
+                if answer.status == 403 { await operationRefused() }
                 throw Self.rejected("The Powerwall refused to change the operation (HTTP \(answer.status)): current Tesla firmware lets only the "
                     + "installer account change the backup reserve and the mode over the local API, not the customer login. Use the Tesla app.")
             }
