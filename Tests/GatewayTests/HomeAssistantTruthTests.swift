@@ -306,3 +306,46 @@ import VendorSimulators
         await watcher.shutdown()
     }
 }
+
+/// A Home Assistant service call has no answer of its own: a refused command showed only on `bridge/event`.
+/// Every device that takes commands has a "Command error" `event` entity fed by `<base>/device/<id>/command_error`.
+@Suite(.timeLimit(.minutes(2))) struct CommandErrorEntityTests {
+    static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
+        message?.json?["components"] as? [String: [String: Any]]
+    }
+
+    @Test func aRefusedServiceCallShowsOnTheDevicesCommandErrorEntity() async throws {
+        let gateway = try await GatewayHarness.start()
+        defer { Task { await gateway.stop() } }
+        let client = try await gateway.observer("homeassistant/device/+/config", "lbs/device/+/command_error")
+        let light = try await client.waitForMessage(topic: "homeassistant/device/lbs_demo_light/config", timeout: .seconds(10)) {
+            Self.components($0)?["light"] != nil
+        }
+        let entity = try #require(Self.components(light)?["command_error"])
+        #expect(entity["platform"] as? String == "event")
+        #expect(entity["state_topic"] as? String == "lbs/device/demo_light/command_error")
+        #expect(entity["event_types"] as? [String] == ["command_refused", "command_failed"])
+        // A device that takes no commands has none.
+        let air = try await client.waitForMessage(topic: "homeassistant/device/lbs_demo_air/config", timeout: .seconds(10)) {
+            Self.components($0)?["co2"] != nil
+        }
+        #expect(Self.components(air)?["command_error"] == nil)
+
+        // What Home Assistant's number/light would send, without a response topic.
+        try await client.publish("lbs/device/demo_light/set/brightness", "400")
+        let event = try await client.waitForMessage(topic: "lbs/device/demo_light/command_error", timeout: .seconds(10))
+        #expect(!event.retain)
+        #expect(event.json?["event_type"] as? String == "command_refused", "\(event.text)")
+        #expect(event.json?["code"] as? String == "out_of_range")
+        #expect((event.json?["message"] as? String)?.contains("brightness") == true && event.json?["suggestion"] != nil)
+    }
+
+    @Test func errorCodesSplitIntoRefusedAndFailed() {
+        for code in ["out_of_range", "read_only_key", "vendor_rejected", "invalid_payload", "queue_full"] {
+            #expect(HomeAssistantDiscovery.commandErrorType(code) == "command_refused", "\(code)")
+        }
+        for code in ["vendor_unreachable", "vendor_timeout", "expired", "breaker_open", "auth_failed", "internal"] {
+            #expect(HomeAssistantDiscovery.commandErrorType(code) == "command_failed", "\(code)")
+        }
+    }
+}

@@ -33,7 +33,7 @@ import Testing
         let used = [
             topics.bridgeState, topics.bridgeInfo, topics.bridgeDevices, topics.bridgeEvent, topics.bridgeHealth,
             topics.bridgeRequest("<name>"), topics.bridgeResponse("<name>"),
-            topics.device(id), topics.availability(id), topics.set(id), topics.set(id, key: "<key>"), topics.get(id),
+            topics.device(id), topics.availability(id), topics.set(id), topics.set(id, key: "<key>"), topics.get(id), topics.commandError(id),
             topics.energyHome, topics.environment(room: "<room>"), topics.alert("<alert_id>"),
         ].map { $0.replacingOccurrences(of: "device_id", with: "<device_id>") }
         for topic in used + ["homeassistant/status", "homeassistant/device/<base>_<device_id>/config", "homeassistant/device/<base>_bridge/config",

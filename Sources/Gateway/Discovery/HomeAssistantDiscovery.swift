@@ -316,6 +316,16 @@ public struct HomeAssistantDiscovery: Sendable {
             if device.type == .button { config["device_class"] = "button" }
             result.append(Component(key: "event", platform: "event", config: config))
         }
+        // A device that takes commands: a refused or failed one shows in Home Assistant (a service call there has
+        // no answer of its own), as an `event` entity fed with the error's code, message and suggestion.
+        if device.keys.contains(where: { keys.contains($0) && device.isWritable($0) }) {
+            var config = identity("command_error", platform: "event", name: "Command error")
+            config["state_topic"] = .string(topics.commandError(id))
+            config["event_types"] = .array(Self.commandErrorTypes.map(JSON.string))
+            config["entity_category"] = "diagnostic"
+            config["icon"] = "mdi:alert-circle-outline"
+            result.append(Component(key: "command_error", platform: "event", config: config))
+        }
         // One binary sensor per alert rule that applies (on while `<base>/alert/<rule>_<device>` says ON).
         for rule in alerts?.rules(for: device) ?? [] {
             var config = identity("alert_\(rule.name)", platform: "binary_sensor", name: .string(rule.label))
@@ -346,6 +356,21 @@ public struct HomeAssistantDiscovery: Sendable {
 }
 
 extension HomeAssistantDiscovery {
+    /// The `event_type`s on `<base>/device/<id>/command_error`: `command_refused` when the gateway or the vendor said
+    /// no (a bad value, a read-only key, the vendor refused it), `command_failed` when it could not be carried out
+    /// (the vendor unreachable or too slow, the command expired).
+    public static let commandErrorTypes = ["command_refused", "command_failed"]
+
+    static let refusedCodes: Set<GatewayError.Code> = [
+        .invalidJSON, .invalidUTF8, .invalidPayload, .unknownKey, .readOnlyKey, .outOfRange, .payloadTooLarge, .retainedCommand,
+        .queueFull, .limitReached, .storageUnavailable, .badRequest, .vendorRejected, .notFound,
+    ]
+
+    /// The event type of a `command_failed` error code.
+    public static func commandErrorType(_ code: String) -> String {
+        GatewayError.Code(rawValue: code).map { refusedCodes.contains($0) } == true ? "command_refused" : "command_failed"
+    }
+
     /// Home Assistant shows "<device name> <entity name>", so an entity name that repeats the device's name is
     /// shortened: "Home energy" on the device "Home energy" becomes the device's name alone (`name: null`, unless
     /// another entity has it already), "Home power" on an Emporia Vue named "Home" becomes "Power".

@@ -44,6 +44,8 @@ public struct Topics: Sendable {
     public func get(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/get" }
     /// One-off events of a device (not retained): `{"event_type":"short_press",…}`.
     public func deviceEvent(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/event" }
+    /// A refused or failed command for the device (not retained), for Home Assistant's "Command error" event entity.
+    public func commandError(_ id: DeviceID) -> String { "\(base)/device/\(id.rawValue)/command_error" }
 
     public var energyHome: String { "\(base)/energy/home" }
     public func environment(room: String) -> String { "\(base)/environment/\(room)" }

@@ -56,6 +56,8 @@ final class HomeAssistantExtension: GatewayExtension {
             published[device.id] = nil
         case .homeViewUpdated(let view, let payload):
             homeViewUpdated(view, payload: payload)
+        case .bridgeEventPublished(let type, let data, let time):
+            if type == "command_failed" { commandError(data, at: time) }
         default:
             break
         }
@@ -166,6 +168,20 @@ final class HomeAssistantExtension: GatewayExtension {
         for message in messages { hub.transport.publish(message.topic, message.payload, qos: 1, retain: true) }
         heldViewTopics.formUnion(kept)
         homeViews[id] = (view, keys)
+    }
+
+    /// A refused or failed command of a known device, for its "Command error" event entity: `event_type`, the error's
+    /// `code`, `message` and `suggestion`, and the command's `changes` where known. A superseded command is no error.
+    private func commandError(_ data: JSON, at time: Date) {
+        guard case .object(let fields) = data, case .string(let raw)? = fields["device"], let id = DeviceID(validating: raw),
+              hub.devices[id] != nil, case .object(let error)? = fields["error"], case .string(let code)? = error["code"],
+              code != GatewayError.Code.superseded.rawValue else { return }
+        var payload = error
+        payload["event_type"] = .string(HomeAssistantDiscovery.commandErrorType(code))
+        payload["time"] = .string(ISOTime.format(time))
+        if let changes = fields["changes"] { payload["changes"] = changes }
+        if let command = fields["command_id"] { payload["command_id"] = command }
+        hub.transport.publish(hub.topics.commandError(id), JSON.object(payload).render(), qos: 1, retain: false)
     }
 
     /// Home Assistant came (back) online: after a short random delay (so a restart of HA does not
