@@ -33,6 +33,9 @@ public final class MatterSimulator: Sendable {
         var connections = 0
         var unanswered = false
         var schema = (version: 11, minimum: 9)
+        /// Nodes whose fan takes writes but never moves (PercentCurrent and FanMode stay), like a test node of the
+        /// real server.
+        var stuckFans: Set<UInt64> = []
     }
 
     private let server: SimServer
@@ -68,6 +71,11 @@ public final class MatterSimulator: Sendable {
 
     /// Commands are received but never answered (a node that does not respond).
     public func leaveCommandsUnanswered(_ on: Bool = true) { state.withLock { $0.unanswered = on } }
+
+    /// The node's fan accepts FanControl writes but does not move: only the written attribute changes.
+    public func setFanStuck(node id: UInt64, _ stuck: Bool = true) {
+        state.withLock { if stuck { $0.stuckFans.insert(id) } else { $0.stuckFans.remove(id) } }
+    }
 
     /// A node dump joins (`node_added`).
     public func add(_ data: Data, announce: Bool = true) throws {
@@ -295,6 +303,21 @@ public final class MatterSimulator: Sendable {
         }
         state.withLock { $0.commands.append("write_attribute \(node)/\(path) \(json)") }
         guard attribute(node: node, path: path) != nil else { return .failure(Failure(code: 0, details: "UnsupportedAttribute \(path)")) }
-        return .success([(path, json)])
+        let parts = path.split(separator: "/").map(String.init)
+        guard parts[1] == "514", !state.withLock({ $0.stuckFans.contains(node) }), let number = Int(json) else { return .success([(path, json)]) }
+        // A fan (FanControl): the motor follows PercentSetting, FanMode follows the speed and sets it.
+        let base = "\(parts[0])/514/"
+        switch parts[2] {
+        case "2":
+            let mode = number == 0 ? 0 : number <= 33 ? 1 : number <= 66 ? 2 : 3
+            return .success([(path, json), (base + "3", json), (base + "0", String(mode))])
+        case "0":
+            // Off, Low, Medium, High; On is High; Auto keeps the speed.
+            let speeds = [0: 0, 1: 33, 2: 66, 3: 100, 4: 100]
+            guard let speed = speeds[number] else { return .success([(path, json)]) }
+            return .success([(path, String(number == 4 ? 3 : number)), (base + "2", String(speed)), (base + "3", String(speed))])
+        default:
+            return .success([(path, json)])
+        }
     }
 }

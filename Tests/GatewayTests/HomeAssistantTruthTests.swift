@@ -349,3 +349,57 @@ import VendorSimulators
         }
     }
 }
+
+/// A Matter fan is a Home Assistant `fan` (on/off, percentage, its own modes as presets), and a speed change is
+/// answered ok only once the node reports it: a fan that takes the write and never moves is an error. Real broker,
+/// the Matter simulator with the recorded Silabs fan (FanModeSequence 2: Off/Low/Med/High/Auto).
+@Suite(.timeLimit(.minutes(2))) struct MatterFanTests {
+    static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
+        message?.json?["components"] as? [String: [String: Any]]
+    }
+
+    @Test func aFanIsAFanEntityWithPercentageAndItsOwnPresets() async throws {
+        let (simulator, gateway) = try await MatterIntegrationTests().start()
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/device/matter_99", "homeassistant/device/lbs_matter_99/config", "replies/#")
+        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_99/config", timeout: .seconds(15)) {
+            Self.components($0)?["fan"] != nil
+        }
+        let all = try #require(Self.components(discovery))
+        let fan = try #require(all["fan"])
+        #expect(fan["platform"] as? String == "fan" && fan["name"] is NSNull && fan["default_entity_id"] as? String == "fan.matter_99")
+        #expect(fan["command_topic"] as? String == "lbs/device/matter_99/set/fan_mode")
+        #expect(fan["payload_on"] as? String == "on" && fan["payload_off"] as? String == "off")
+        #expect(fan["percentage_command_topic"] as? String == "lbs/device/matter_99/set/fan_speed")
+        #expect(fan["preset_modes"] as? [String] == ["low", "medium", "high", "auto"], "\(fan)")
+        #expect(fan["preset_mode_command_topic"] as? String == "lbs/device/matter_99/set/fan_mode")
+        #expect(all["fan_speed"] == nil && all["fan_mode"] == nil, "no separate number and select: \(all.keys.sorted())")
+    }
+
+    @Test func aFanSpeedIsOkOnlyOnceTheNodeReportsIt() async throws {
+        let (simulator, gateway) = try await MatterIntegrationTests().start()
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/device/matter_99", "replies/#")
+        _ = try await client.waitForMessage(topic: "lbs/device/matter_99", timeout: .seconds(15)) { $0.json?["fan_speed"] as? Double == 30 }
+
+        // Home Assistant's percentage: written to PercentSetting; ok once PercentCurrent reports it.
+        try await client.publish("lbs/device/matter_99/set/fan_speed", "60", qos: .atLeastOnce, responseTopic: "replies/speed")
+        let reply = try await client.waitForMessage(topic: "replies/speed", timeout: .seconds(10))
+        #expect(reply.json?["status"] as? String == "ok", "\(reply.text)")
+        #expect(simulator.commands.contains("write_attribute 99/1/514/2 60"))
+        #expect(simulator.attribute(node: 99, path: "1/514/3") == "60")
+        // A preset the fan does not have is refused before the node.
+        try await client.publish("lbs/device/matter_99/set/fan_mode", "smart", qos: .atLeastOnce, responseTopic: "replies/smart")
+        let smart = try await client.waitForMessage(topic: "replies/smart", timeout: .seconds(10))
+        #expect(smart.text.contains("invalid_payload") || smart.text.contains("invalid_value"), "\(smart.text)")
+
+        // The fan takes writes but does not move: the command is not ok.
+        simulator.setFanStuck(node: 99)
+        try await client.publish("lbs/device/matter_99/set/fan_speed", "90", qos: .atLeastOnce, responseTopic: "replies/stuck")
+        let stuck = try await client.waitForMessage(topic: "replies/stuck", timeout: .seconds(15))
+        #expect(stuck.json?["status"] as? String == "error", "\(stuck.text)")
+        #expect(stuck.text.contains("still reports"), "\(stuck.text)")
+        #expect(simulator.commands.contains("write_attribute 99/1/514/2 90"))
+        #expect(client.messages(on: "lbs/device/matter_99").last?.json?["fan_speed"] as? Double == 60)
+    }
+}

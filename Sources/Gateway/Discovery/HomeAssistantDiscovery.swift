@@ -265,6 +265,10 @@ public struct HomeAssistantDiscovery: Sendable {
         }
         // The water-leak alert covers the vendor's own leak flag (and long flows): one leak entity, not two.
         let leakAlert = alerts?.rules(for: device).contains { $0.name == "water_leak" } ?? false
+        if keys.contains("fan_mode") || keys.contains("fan_speed") {
+            result.append(fanComponent(device, keys: keys, identity: identity("fan", platform: "fan", name: .null, main: true)))
+            covered.formUnion(["fan_mode", "fan_speed"])
+        }
         for key in device.keys where !covered.contains(key) && reported.has(key) {
             // The device's own range and words (`Device.limits`), not only the registry's.
             guard let spec = device.spec(key) else { continue }
@@ -356,6 +360,45 @@ public struct HomeAssistantDiscovery: Sendable {
 }
 
 extension HomeAssistantDiscovery {
+    /// A fan (`fan_mode` and/or `fan_speed`): Home Assistant's `fan` with on/off, a percentage and the device's own
+    /// modes as presets. On is `fan_mode` `on` (the device picks the speed; a running fan keeps its own), off is
+    /// `off`; without `fan_mode`, on and off set `fan_speed` 100 and 0.
+    func fanComponent(_ device: Device, keys: Set<String>, identity: [String: JSON]) -> Component {
+        let id = device.id
+        let state = JSON.string(topics.device(id))
+        var config = identity
+        config["state_topic"] = state
+        config["payload_on"] = "on"
+        config["payload_off"] = "off"
+        if keys.contains("fan_mode") {
+            config["command_topic"] = .string(topics.set(id, key: "fan_mode"))
+            config["state_value_template"] = "{{ 'off' if value_json.fan_mode == 'off' else 'on' }}"
+            if case .enumeration(let words)? = device.spec("fan_mode")?.kind {
+                let presets = words.filter { $0 != "off" && $0 != "on" }
+                if !presets.isEmpty, device.isWritable("fan_mode") {
+                    config["preset_modes"] = .array(presets.map(JSON.string))
+                    config["preset_mode_command_topic"] = .string(topics.set(id, key: "fan_mode"))
+                    config["preset_mode_state_topic"] = state
+                    // Home Assistant's "no preset" is the word None.
+                    let list = presets.map { "'\($0)'" }.joined(separator: ", ")
+                    config["preset_mode_value_template"] = .string("{{ value_json.fan_mode if value_json.fan_mode in [\(list)] else 'None' }}")
+                }
+            }
+        } else {
+            config["command_topic"] = .string(topics.set(id, key: "fan_speed"))
+            config["command_template"] = "{{ 100 if value == 'on' else 0 }}"
+            config["state_value_template"] = "{{ 'on' if value_json.fan_speed | float(0) > 0 else 'off' }}"
+        }
+        if keys.contains("fan_speed"), device.isWritable("fan_speed") {
+            config["percentage_command_topic"] = .string(topics.set(id, key: "fan_speed"))
+            config["percentage_state_topic"] = state
+            config["percentage_value_template"] = "{{ value_json.fan_speed | round(0) | int }}"
+            config["speed_range_min"] = 1
+            config["speed_range_max"] = 100
+        }
+        return Component(key: "fan", platform: "fan", config: config)
+    }
+
     /// The `event_type`s on `<base>/device/<id>/command_error`: `command_refused` when the gateway or the vendor said
     /// no (a bad value, a read-only key, the vendor refused it), `command_failed` when it could not be carried out
     /// (the vendor unreachable or too slow, the command expired).

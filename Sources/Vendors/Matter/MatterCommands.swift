@@ -139,6 +139,8 @@ enum MatterCommands {
             guard let word = value.string?.lowercased(), let mode = MatterMapping.fanModes.firstIndex(of: word) else {
                 throw invalid("one of \(MatterMapping.fanModes.joined(separator: ", "))")
             }
+            // `on` for a fan that runs already keeps its speed (Home Assistant sends it before a percentage).
+            if word == "on", let current = node.value(endpoint, 514, 0)?.integer, current != 0 { return [] }
             return [.write(endpoint: endpoint, cluster: 514, attribute: 0, value: .int(mode))]
         case "fan_speed":
             guard let percent = value.number, (0...100).contains(percent) else { throw invalid("a number from 0 to 100") }
@@ -185,6 +187,53 @@ enum MatterCommands {
         return .command(endpoint: endpoint, cluster: 153, name: "EnableCharging",
                         payload: ["chargingEnabledUntil": until, "minimumChargeCurrent": .int(minimum), "maximumChargeCurrent": .int(maximum)],
                         timedMs: evseTimedRequestMs)
+    }
+
+    // MARK: Confirmation by the node's report
+
+    /// What a fan must report before its change counts as done: the server acknowledges a write as soon as the node
+    /// stored it, also when the motor never follows.
+    enum FanTarget: Sendable, Equatable {
+        /// PercentCurrent (else PercentSetting) at the new speed, or moving toward it from where it was.
+        case speed(key: String, endpoint: Int, target: Double, before: Double?)
+        /// FanMode at the new mode (`on`: anything but off).
+        case mode(key: String, endpoint: Int, word: String)
+
+        var key: String {
+            switch self {
+            case .speed(let key, _, _, _), .mode(let key, _, _): key
+            }
+        }
+    }
+
+    static func fanTargets(_ changes: [String: StateValue], plan: MatterDevicePlan, node: MatterNode) -> [FanTarget] {
+        changes.keys.sorted().compactMap { name -> FanTarget? in
+            guard let route = plan.routes[name], let value = changes[name] else { return nil }
+            switch route.key {
+            case "fan_speed": return value.number.map { .speed(key: name, endpoint: route.endpoint, target: $0.rounded(), before: percent(node, route.endpoint)) }
+            case "fan_mode": return value.string.map { .mode(key: name, endpoint: route.endpoint, word: $0.lowercased()) }
+            default: return nil
+            }
+        }
+    }
+
+    static func percent(_ node: MatterNode, _ endpoint: Int) -> Double? {
+        node.value(endpoint, 514, 3)?.number ?? node.value(endpoint, 514, 2)?.number
+    }
+
+    static func reached(_ target: FanTarget, _ node: MatterNode) -> Bool {
+        switch target {
+        case .speed(_, let endpoint, let wanted, let before):
+            if wanted == 0, node.value(endpoint, 514, 0)?.integer == 0 { return true }
+            guard let now = percent(node, endpoint) else { return false }
+            if now == wanted { return true }
+            // A fan that ramps: it moved from where it was toward the new speed.
+            guard let before, before != wanted, now != before else { return false }
+            return (now - before).sign == (wanted - before).sign && abs(now - before) <= abs(wanted - before)
+        case .mode(_, let endpoint, let word):
+            guard let now = node.value(endpoint, 514, 0)?.integer.flatMap(MatterMapping.fanMode) else { return false }
+            return word == "on" ? now != "off" : now == word
+        }
     }
 
     static func example(_ key: String) -> String {

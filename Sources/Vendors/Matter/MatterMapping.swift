@@ -254,7 +254,9 @@ enum MatterMapping {
             out.append(Reading(key: "hvac_mode", value: mode.flatMap(hvacMode).map(StateValue.string), writable: true))
         }
         if has(514) {
-            out.append(Reading(key: "fan_mode", value: value(514, 0)?.integer.flatMap(fanMode).map(StateValue.string), writable: true))
+            let mode = value(514, 0)?.integer.flatMap(fanMode)
+            out.append(Reading(key: "fan_mode", value: mode.map(StateValue.string), writable: true,
+                               limits: value(514, 1)?.integer.flatMap(fanModes(sequence:)).map { KeyLimits(options: $0 + (mode == "smart" ? ["smart"] : [])) }))
             let percent = value(514, 3)?.number ?? value(514, 2)?.number
             out.append(Reading(key: "fan_speed", value: percent.flatMap { $0 <= 100 ? .number($0) : nil }, writable: true))
         }
@@ -373,6 +375,20 @@ enum MatterMapping {
 
     static let fanModes = ["off", "low", "medium", "high", "on", "auto", "smart"]
     static func fanMode(_ raw: Int64) -> String? { raw >= 0 && raw < fanModes.count ? fanModes[Int(raw)] : nil }
+
+    /// The modes a fan has (FanModeSequence 514/1: 0 Off/Low/Med/High, 1 Off/Low/High, 2 Off/Low/Med/High/Auto,
+    /// 3 Off/Low/High/Auto, 4 Off/High/Auto, 5 Off/High); `on` (the device's choice of speed) is always accepted.
+    static func fanModes(sequence: Int64) -> [String]? {
+        switch sequence {
+        case 0: ["off", "low", "medium", "high", "on"]
+        case 1: ["off", "low", "high", "on"]
+        case 2: ["off", "low", "medium", "high", "on", "auto"]
+        case 3: ["off", "low", "high", "on", "auto"]
+        case 4: ["off", "high", "on", "auto"]
+        case 5: ["off", "high", "on"]
+        default: nil
+        }
+    }
 
     /// Energy EVSE State (0x0099/0) and SupplyState (0x0099/1).
     static let evseStates = ["not_plugged_in", "plugged_in_no_demand", "plugged_in_demand", "charging", "discharging", "session_ending", "fault"]

@@ -327,9 +327,13 @@ public final class MatterVendor: Vendor {
         return (node, plan, connection)
     }
 
+    /// How long a fan has to report a change (its motor ramps) before the command fails.
+    static let fanConfirmWindow = Duration.seconds(6)
+
     public func execute(_ command: DeviceCommand) async throws -> CommandOutcome {
         let (node, plan, connection) = try target(command.device)
         let calls = try MatterCommands.calls(for: command.changes, plan: plan, node: node, pinCode: options.pinCode?.reveal())
+        let fanTargets = MatterCommands.fanTargets(command.changes, plan: plan, node: node)
         for call in calls {
             let remaining = command.expiresAt.timeIntervalSince(context.now())
             let timeout = Duration.clampedSeconds(max(1, min(options.requestTimeout.inSeconds, remaining)))
@@ -340,8 +344,36 @@ public final class MatterVendor: Vendor {
                 throw error
             }
         }
+        // A fan's change counts once the node reports it (the server answers a write as soon as it is stored).
+        if !fanTargets.isEmpty { return try await confirm(fanTargets, nodeID: node.node_id, device: command.device, expiresAt: command.expiresAt) }
         // Nothing is confirmed here: the new state arrives as attribute_updated from the node.
         return CommandOutcome(confirmed: [:])
+    }
+
+    /// Waits for the node's reports to show every fan target (at most `fanConfirmWindow`, never past the command's
+    /// expiry); the confirmed state is what the node reports.
+    private func confirm(_ targets: [MatterCommands.FanTarget], nodeID: UInt64, device: DeviceID, expiresAt: Date) async throws -> CommandOutcome {
+        let window = min(Self.fanConfirmWindow.inSeconds, max(0, expiresAt.timeIntervalSince(context.now())))
+        // Real time: the reports arrive from the server's socket, not on the vendor's (possibly simulated) clock.
+        let deadline = ContinuousClock.now + .clampedSeconds(window)
+        while true {
+            let current = known.withLock { known in
+                known.nodes[nodeID].map { node in (node, MatterMapping.plans(for: node, vendorID: instanceID).first { $0.device.id == device }) }
+            }
+            if let (node, plan) = current, targets.allSatisfy({ MatterCommands.reached($0, node) }) {
+                let keys = Set(targets.map(\.key))
+                return CommandOutcome(confirmed: (plan?.state ?? [:]).filter { keys.contains($0.key) })
+            }
+            guard ContinuousClock.now < deadline else {
+                let reported = current.flatMap { $0.1?.state }.map { state in
+                    targets.map { "\($0.key) \(state[$0.key]?.description ?? "nothing")" }.joined(separator: ", ")
+                } ?? "nothing"
+                throw GatewayError(.vendorRejected, message: "The fan took the change but still reports \(reported) after \(Int(window)) s.",
+                                   suggestion: "Check the fan itself (its own controls, power, a child lock); the gateway shows what it reports.",
+                                   retryable: false, countsAgainstVendor: false)
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 
     func send(_ call: MatterCall, nodeID: UInt64, connection: MatterConnection, timeout: Duration) async throws -> MatterValue {
