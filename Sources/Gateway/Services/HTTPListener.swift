@@ -18,6 +18,12 @@ enum HTTPListener {
     /// A connection is closed when a request's head has not arrived within this long, and when it idles this
     /// long between requests (a slow client that never finishes its headers holds nothing for long).
     static let idleTimeout: TimeAmount = .seconds(5)
+    /// One event loop thread for the life of the process (a status page and a scrape every few seconds need no more;
+    /// each loop costs a thread stack and its task buffers, and Hummingbird's default is one per core). Never shut
+    /// down: the server's channels still schedule their last close on it after the server's `run` returned (when
+    /// their async wrappers are released), and a loop shut down by then printed "Cannot schedule tasks on an
+    /// EventLoop that has already shut down" on about every other SIGTERM.
+    static let eventLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
     static func run(settings: HTTPSettings, controller: GatewayController, logger: Logger) async {
         let router = Router()
@@ -85,14 +91,11 @@ enum HTTPListener {
         }
         var quiet = logger
         quiet.logLevel = .warning
-        // One event loop thread: a status page and a scrape every few seconds need no more, and each loop costs a
-        // thread stack and its task buffers (Hummingbird's default is one loop per core).
-        let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let limit = ConnectionLimit(limit: maxConnections)
         let app = Application(router: router,
                               server: .http1(configuration: .init(additionalChannelHandlers: [limit.handler()], idleTimeout: idleTimeout)),
                               configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
-                              eventLoopGroupProvider: .shared(loop), logger: quiet)
+                              eventLoopGroupProvider: .shared(eventLoop), logger: quiet)
         // Stopped gracefully (cancelling the server mid-flight only logs errors): open pages' live streams end
         // first, or the graceful stop would wait for them.
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: quiet))
@@ -104,8 +107,6 @@ enum HTTPListener {
             controller.liveFeed?.close()
             Task { await group.triggerGracefulShutdown() }
         }
-        // The server is done with its loop (stopped or never bound): its thread ends before the listener returns.
-        try? await loop.shutdownGracefully()
         if case .failure(let error) = outcome, !(error is CancellationError) {
             logger.error("the HTTP listener on \(settings.host):\(settings.port) could not run: \(error); the status page and /metrics are unavailable (set http.listen)")
         }
