@@ -18,7 +18,9 @@ import Testing
         let state = try await client.waitForMessage(topic: "lbs/device/utility_1", timeout: .seconds(15))
         #expect(state.json?["grid_import_energy"] as? Double == 13.106)
         #expect(state.json?["last_seen"] as? String == "2026-11-02T00:00:00.000Z", "as of the file's last interval")
-        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_utility_1/config", timeout: .seconds(10))
+        let discovery = try await client.waitForMessage(topic: "homeassistant/device/lbs_utility_1/config", timeout: .seconds(10)) {
+            ($0.json?["components"] as? [String: Any])?["stale"] != nil
+        }
         let counter = (discovery.json?["components"] as? [String: [String: Any]])?["grid_export_energy"]
         #expect(counter?["state_class"] as? String == "total_increasing" && counter?["device_class"] as? String == "energy")
 
