@@ -67,6 +67,7 @@ import VendorKit
         for page in Self.pages() {
             for (index, block) in Markdown.codeBlocks(in: Self.text(page), language: "yaml").enumerated() {
                 let example = try StubbedExample(block)
+                defer { example.remove() }
                 switch example.load() {
                 case .success(let config):
                     let storage = config.storage.map { StorageCheck.problems(path: $0.path) } ?? []
@@ -100,6 +101,7 @@ import VendorKit
         var accepted: [String: Set<String>] = [:]
         for block in Markdown.codeBlocks(in: page, language: "yaml") {
             let example = try StubbedExample(block)
+            defer { example.remove() }
             guard case .success(let config) = example.load() else { continue }  // reported by the example test
             let types = config.vendors.map(\.type)
             for (path, keys) in ConfigLoader.acceptedKeys(yaml: example.yaml, environment: example.environment, baseDirectory: example.directory) {
@@ -215,6 +217,8 @@ struct StubbedExample {
     func load() -> Result<GatewayConfig, ConfigLoader.Failure> {
         ConfigLoader.parse(yaml: yaml, environment: environment, baseDirectory: directory)
     }
+
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
     static func hasTopLevel(_ key: String, in yaml: String) -> Bool {
         yaml.split(separator: "\n").contains { $0.hasPrefix("\(key):") }
