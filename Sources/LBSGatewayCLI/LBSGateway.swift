@@ -28,7 +28,7 @@ struct LBSGateway: AsyncParsableCommand {
         commandName: "lbs-gateway",
         abstract: "MQTT edge gateway for the Living Building System: vendor devices in, normalized MQTT topics out.",
         version: GatewayController.version,
-        subcommands: [Run.self, CheckConfig.self, TLSPin.self],
+        subcommands: [Run.self, CheckConfig.self, TLSPin.self, ConfigPaths.self],
         defaultSubcommand: nil
     )
 }
@@ -140,6 +140,33 @@ extension LBSGateway {
                 for problem in failure.problems { print("\(options.config): \(problem)") }
                 print("\(failure.problems.count) problem(s) found")
                 throw ExitCode(1)
+            }
+        }
+    }
+
+    struct ConfigPaths: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "config-paths",
+            abstract: "For installers: the broker and every file the config names, one per line ('broker <url>', 'file <path>').",
+            discussion: """
+                Lists what the file itself names (secret files, certificates, one-time-code files), absolute, whether \
+                they exist or not, and without the environment's overrides. deploy/install.sh passes each file to the \
+                systemd service as a credential and installs mosquitto when the broker is local.
+                """
+        )
+
+        @OptionGroup var options: ConfigOption
+
+        func run() async throws {
+            switch ConfigLoader.references(path: options.config) {
+            case .success(let references):
+                if let url = references.brokerURL { print("broker \(ConfigReader.redactURL(url))") }
+                // A relative config path gives paths relative to the working directory: the installer needs them absolute.
+                let directory = FileManager.default.currentDirectoryPath
+                for file in references.files { print("file \(file.hasPrefix("/") ? file : directory + "/" + file)") }
+            case .failure(let failure):
+                for problem in failure.problems { FileHandle.standardError.write(Data("lbs-gateway: config error: \(problem)\n".utf8)) }
+                throw ExitCode(78)
             }
         }
     }

@@ -50,6 +50,32 @@ public enum ConfigLoader {
         return .failure(Failure(problems: reader.problems))
     }
 
+    /// What a config refers to outside itself: the broker and every file it names (`ConfigReader.namedFiles`).
+    public struct References: Sendable, Equatable {
+        public var brokerURL: String?
+        public var files: [String]
+    }
+
+    /// The references of the file at `path`, valid or not (an installer asks before the files it names are
+    /// readable or even exist), read without the environment: what the file itself says. Fails only when the
+    /// file cannot be read or is not YAML.
+    public static func references(path: String) -> Result<References, Failure> {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            return .failure(Failure(problems: [ConfigProblem(path: path, message: "cannot read the config file", fix: "check the path and that you may read it")]))
+        }
+        let node: Node?
+        do {
+            node = try Yams.compose(yaml: text)
+        } catch {
+            return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "not valid YAML: \(yamlErrorSummary(error))", fix: "check indentation and quoting near that line")]))
+        }
+        guard let node else { return .success(References(brokerURL: nil, files: [])) }
+        var reader = ConfigReader()
+        let config = read(ConfigNode(node), reader: &reader, environment: [:], baseDirectory: (path as NSString).deletingLastPathComponent)
+        let url = config?.mqtt.url ?? ""
+        return .success(References(brokerURL: url.isEmpty ? nil : url, files: reader.namedFiles))
+    }
+
     /// The keys each mapping of `yaml` accepts (see `ConfigReader.acceptedKeys`); only mappings the text has are
     /// visited, so give it every section. For the configuration reference's drift check.
     public static func acceptedKeys(yaml: String, environment: [String: String] = [:], baseDirectory: String = ".") -> [String: Set<String>] {
@@ -106,6 +132,7 @@ public enum ConfigLoader {
         for (key, setter) in [("ca_file", \MQTTSettings.caFile), ("cert_file", \.certFile), ("key_file", \.keyFile)] as [(String, WritableKeyPath<MQTTSettings, String?>)] {
             if let file = reader.string(mqttNode?[key], at: "mqtt.\(key)") {
                 let resolved = ConfigReader.resolve(file, baseDirectory: baseDirectory)
+                reader.namesFile(resolved)
                 if !FileManager.default.isReadableFile(atPath: resolved) {
                     reader.problem("mqtt.\(key)", "cannot read '\(file)'", fix: "check the path and permissions")
                 }

@@ -63,8 +63,16 @@ public struct ConfigReader {
     /// Every key each mapping read so far accepts, by its key path (`vendors[3].tls`): the schema the
     /// configuration reference in docs/ is checked against, so the two cannot drift apart.
     public private(set) var acceptedKeys: [String: Set<String>] = [:]
+    /// Every file outside the config the gateway reads (secrets, certificates, one-time-code files), resolved
+    /// against the config's folder, whether readable or not: `lbs-gateway config-paths` lists them, so an
+    /// installer can hand each to a sandboxed service (install.sh: systemd credentials).
+    public private(set) var namedFiles: [String] = []
 
     public init() {}
+
+    public mutating func namesFile(_ resolved: String) {
+        if !namedFiles.contains(resolved) { namedFiles.append(resolved) }
+    }
 
     public mutating func problem(_ path: String, _ message: String, fix: String) {
         problems.append(ConfigProblem(path: path, message: message, fix: fix))

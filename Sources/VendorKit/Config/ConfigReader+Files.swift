@@ -11,6 +11,7 @@ extension ConfigReader {
     /// Reads a secret file (surrounding newlines trimmed). Relative paths are relative to the config file.
     public mutating func readSecretFile(_ file: String, at path: String, baseDirectory: String) -> VendorSecret? {
         let resolved = Self.resolve(file, baseDirectory: baseDirectory)
+        namesFile(resolved)
         guard let data = FileManager.default.contents(atPath: resolved), let text = String(data: data, encoding: .utf8) else {
             problem(path, "cannot read '\(file)'", fix: "check the path and that the gateway's user may read it")
             return nil

@@ -67,6 +67,7 @@ public enum SenseVendorFactory: VendorFactory {
             reader.problem("\(path).totp_secret_file", "the TOTP secret is not base32", fix: "give the secret the authenticator app was set up with (letters A–Z and digits 2–7)")
         }
         let totpFile = reader.string(node["totp_file"], at: "\(path).totp_file").map { ConfigReader.resolve($0, baseDirectory: settings.baseDirectory) }
+        if let totpFile { reader.namesFile(totpFile) }
         var realtime = "wss://clientrt.sense.com"
         if let url = reader.string(node["realtime_url"], at: "\(path).realtime_url") {
             let lower = url.lowercased()
