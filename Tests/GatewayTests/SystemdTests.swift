@@ -160,24 +160,68 @@ import Testing
         let root = directory.file("root")
         let environment = ["LBS_INSTALL_BINARY": binary, "LBS_MQTT_PASSWORD": "broker-secret-1"]
         _ = try await run("install.sh", ["--root", root, "--no-build"], in: directory, environment: environment)
-        #expect(FileManager.default.isExecutableFile(atPath: root + "/usr/local/bin/lbs-gateway"))
+        let installed = root + "/usr/local/bin/lbs-gateway", debug = root + "/usr/local/lib/debug/usr/local/bin/lbs-gateway.debug"
+        #expect(FileManager.default.isExecutableFile(atPath: installed))
         #expect(FileManager.default.fileExists(atPath: root + "/etc/systemd/system/lbs-gateway.service"))
         #expect(try String(contentsOfFile: root + "/etc/lbs-gateway/mqtt-password", encoding: .utf8) == "broker-secret-1")
-        #expect(Self.mode(root + "/etc/lbs-gateway/mqtt-password") == 0o600 && Self.mode(root + "/etc/lbs-gateway/config.yaml") == 0o640)
-        // An upgrade keeps what the operator changed.
-        try "mqtt: {url: mqtt://broker.lan:1883}\n".write(toFile: root + "/etc/lbs-gateway/config.yaml", atomically: true, encoding: .utf8)
+        // Root's only: the service reads the config and the password as credentials.
+        #expect(Self.mode(root + "/etc/lbs-gateway/mqtt-password") == 0o600 && Self.mode(root + "/etc/lbs-gateway/config.yaml") == 0o600)
+        // Stripped, the symbols beside it in the debug tree.
+        #expect(Self.size(installed) < Self.size(binary) * 3 / 4 && Self.size(debug) > Self.size(binary) / 4, "\(Self.size(installed)) of \(Self.size(binary))")
+        let dropIn = root + "/etc/systemd/system/lbs-gateway.service.d/credentials.conf"
+        #expect(try !String(contentsOfFile: dropIn, encoding: .utf8).contains("LoadCredential="), "the example config names no file")
+        // An upgrade keeps what the operator changed; a secret file the config now names becomes a credential bound
+        // over its path (relative paths are the config folder's); a file that does not exist is left out, with a warning.
+        try """
+        mqtt: {url: mqtt://broker.lan:1883, ca_file: /etc/lbs-gateway/missing-ca.pem}
+        http: {token_file: http-token}
+        vendors: [{type: demo, id: demo}]
+        """.write(toFile: root + "/etc/lbs-gateway/config.yaml", atomically: true, encoding: .utf8)
+        try "token".write(toFile: root + "/etc/lbs-gateway/http-token", atomically: true, encoding: .utf8)
         try "cache".write(toFile: root + "/var/lib/lbs-gateway/gateway.sqlite", atomically: true, encoding: .utf8)
         let again = try await run("install.sh", ["--root", root, "--no-build"], in: directory, environment: ["LBS_INSTALL_BINARY": binary, "LBS_MQTT_PASSWORD": "other"])
         #expect(again.contains("kept the existing"))
         #expect(try String(contentsOfFile: root + "/etc/lbs-gateway/config.yaml", encoding: .utf8).contains("broker.lan"))
         #expect(try String(contentsOfFile: root + "/etc/lbs-gateway/mqtt-password", encoding: .utf8) == "broker-secret-1")
+        let lines = try String(contentsOfFile: dropIn, encoding: .utf8).split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(lines == [
+            "[Service]",
+            "LoadCredential=file_etc_lbs-gateway_http-token:/etc/lbs-gateway/http-token",
+            "BindReadOnlyPaths=%d/file_etc_lbs-gateway_http-token:/etc/lbs-gateway/http-token",
+        ], "\(lines)")
 
         _ = try await run("uninstall.sh", ["--root", root], in: directory)
-        #expect(!FileManager.default.fileExists(atPath: root + "/usr/local/bin/lbs-gateway"))
-        #expect(!FileManager.default.fileExists(atPath: root + "/etc/systemd/system/lbs-gateway.service"))
+        for gone in [installed, debug, dropIn, root + "/etc/systemd/system/lbs-gateway.service", root + "/etc/systemd/system/lbs-gateway.service.d",
+                     root + "/usr/local/lib/debug"] {
+            #expect(!FileManager.default.fileExists(atPath: gone), "\(gone)")
+        }
         #expect(FileManager.default.fileExists(atPath: root + "/var/lib/lbs-gateway/gateway.sqlite"), "the cache is kept")
         #expect(FileManager.default.fileExists(atPath: root + "/etc/lbs-gateway/config.yaml"))
         _ = try await run("uninstall.sh", ["--root", root, "--purge-cache", "--purge-config"], in: directory)
         #expect(!FileManager.default.fileExists(atPath: root + "/var/lib/lbs-gateway") && !FileManager.default.fileExists(atPath: root + "/etc/lbs-gateway"))
+    }
+
+    static func size(_ path: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? -1 }
+
+    /// What install.sh turns into credentials: every file the config names, valid config or not, existing or not,
+    /// relative paths resolved against the config's folder, without the environment's overrides.
+    @Test func configPathsListsEveryFileTheConfigNames() throws {
+        let directory = try TemporaryDirectory()
+        let config = directory.file("config.yaml")
+        try """
+        mqtt: {url: "mqtt://localhost:1884", password_file: mqtt-password, ca_file: /etc/ssl/broker-ca.pem, cert_file: c.pem, key_file: c.key}
+        http: {username: admin, password_file: http-password}
+        vendors:
+          - {type: demo, id: demo}
+          - {type: enphase, id: envoy, url: "https://envoy.local", token_file: /etc/lbs-gateway/envoy-token}
+          - {type: sense, id: sense, email: a@example.com, password_file: sense-password, totp_file: sense-code}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let references = try ConfigLoader.references(path: config).get()
+        #expect(references.brokerURL == "mqtt://localhost:1884")
+        #expect(references.files == [
+            directory.file("mqtt-password"), "/etc/ssl/broker-ca.pem", directory.file("c.pem"), directory.file("c.key"),
+            directory.file("http-password"), "/etc/lbs-gateway/envoy-token", directory.file("sense-password"), directory.file("sense-code"),
+        ])
+        #expect(throws: ConfigLoader.Failure.self) { try ConfigLoader.references(path: directory.file("absent.yaml")).get() }
     }
 }
