@@ -34,6 +34,8 @@ public protocol MessageTransport: Sendable {
     /// Messages handed to the connection and not yet written to the socket. Telemetry holds back
     /// (coalescing per device) while this is high, so commands and replies never queue behind it.
     var outgoingBacklog: Int { get }
+    /// True between CONNACK (after the offline queue went out) and the connection's loss.
+    var isConnected: Bool { get }
 }
 
 /// Drop counters of a transport.
@@ -58,6 +60,7 @@ extension MessageTransport {
     }
     public var stats: TransportStats { TransportStats() }
     public var outgoingBacklog: Int { 0 }
+    public var isConnected: Bool { true }
 
     func publish(_ topic: String, _ payload: String, qos: Int = 0, retain: Bool = false) {
         publish(topic, payload, qos: qos, retain: retain, correlationData: nil)

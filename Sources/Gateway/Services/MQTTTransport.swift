@@ -49,6 +49,8 @@ public struct MQTTTransport: MessageTransport {
 
     public var outgoingBacklog: Int { client.outgoingBacklog }
 
+    public var isConnected: Bool { client.isConnected }
+
     public var stats: TransportStats {
         TransportStats(droppedInbound: client.droppedInboundMessages, droppedOffline: client.droppedOfflineMessages)
     }

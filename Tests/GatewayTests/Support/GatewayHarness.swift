@@ -16,14 +16,15 @@ final class GatewayHarness: Sendable {
     static func start(
         broker existing: MosquittoBroker? = nil, directory existingDirectory: TemporaryDirectory? = nil,
         mqtt mqttExtra: String = "", homeAssistant haExtra: String = "", yaml extra: String = "",
-        vendors: String = "  - {type: demo, id: demo, poll_interval: 3600}", storage: Bool = false
+        vendors: String = "  - {type: demo, id: demo, poll_interval: 3600}", storage: Bool = false,
+        brokerURL: String? = nil
     ) async throws -> GatewayHarness {
         let broker: MosquittoBroker
         if let existing { broker = existing } else { broker = try await MosquittoBroker.started() }
         let directory = try existingDirectory ?? TemporaryDirectory()
         let yaml = """
         mqtt:
-          url: \(broker.url)
+          url: \(brokerURL ?? broker.url)
           client_id: gw-\(UInt32.random(in: 0...UInt32.max))
           reconnect_min_delay: 0.1
           reconnect_max_delay: 0.5

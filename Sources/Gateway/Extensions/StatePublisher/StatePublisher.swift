@@ -4,6 +4,13 @@ import GatewayModel
 /// Device topics: `<base>/device/<id>` (state snapshot), `/availability`, and the vendors' health on
 /// `<base>/bridge/vendors/<id>`. Publishes on change, everything again after a (re)connect or a
 /// Home Assistant birth.
+///
+/// A state never overtakes what was published before it. The MQTT client sends QoS 0 at once but holds QoS 1
+/// behind its in-flight window, so in a burst a QoS 0 state would reach the broker before the device's
+/// discovery, availability and `bridge/devices` (all QoS 1). A state therefore goes at QoS 1 while the
+/// connection has anything waiting, and always when the device was announced (or its availability or
+/// description changed) since its last state, so a QoS 1 subscriber gets it behind those too. While the
+/// connection is down, vendor states are not queued: the connect's republish sends them, in order.
 @GatewayActor
 final class StatePublisher: GatewayExtension {
     let hub: GatewayHub
@@ -17,6 +24,10 @@ final class StatePublisher: GatewayExtension {
     private var drainScheduled = false
     /// States held back since start (each a state superseded by a newer one before it went out, or delayed).
     private(set) var coalescedStates = 0
+    /// Per device, how many keys its last published state had; absent when its next state follows a fresh
+    /// announcement (discovery, availability, `bridge/devices`) and must go at QoS 1. A key's first value
+    /// brings its discovery again, so a state with more keys counts as following one too.
+    private var keysPublished: [DeviceID: Int] = [:]
 
     /// Above this many messages waiting in the connection, vendor states are held back per device
     /// (`mqtt.max_backlog`); they go out again once it is below a quarter of that.
@@ -38,22 +49,29 @@ final class StatePublisher: GatewayExtension {
             publishAll()
         case .deviceAdded(let device, let restored):
             hot[device.id] = (hub.topics.device(device.id), device.type)
+            keysPublished[device.id] = nil
             if !restored { publishAvailability(device.id) }
         case .deviceChanged(let device):
             hot[device.id] = (hub.topics.device(device.id), device.type)
+            keysPublished[device.id] = nil
         case .deviceRemoved(let device):
             hot[device.id] = nil
+            keysPublished[device.id] = nil
             heldBack.remove(device.id)
             hub.transport.publish(hub.topics.device(device.id), "", qos: 1, retain: true)
             hub.transport.publish(hub.topics.availability(device.id), "", qos: 1, retain: true)
         case .stateUpdated(let id, _, _, _, let source):
-            // A command's confirmed state never waits behind telemetry.
-            if source == .vendor, !heldBack.isEmpty || hub.transport.outgoingBacklog > backlogLimit {
+            // A command's confirmed state never waits behind telemetry, and goes out even while disconnected:
+            // its reply (queued until the reconnect) must not arrive before it.
+            if source == .vendor, !hub.transport.isConnected {
+                return
+            } else if source == .vendor, !heldBack.isEmpty || hub.transport.outgoingBacklog > backlogLimit {
                 holdBack(id)
             } else {
                 publishState(id)
             }
         case .availabilityChanged(let id, _):
+            keysPublished[id] = nil
             publishAvailability(id)
         case .vendorHealthChanged(let health, _):
             publishVendorHealth(health)
@@ -101,6 +119,7 @@ final class StatePublisher: GatewayExtension {
     /// Availability before state for each device, so a consumer never sees values of a device it thinks offline.
     private func publishAll() {
         heldBack.removeAll()
+        keysPublished.removeAll()
         for id in hub.devices.keys.sorted() {
             publishAvailability(id)
             publishState(id)
@@ -119,8 +138,12 @@ final class StatePublisher: GatewayExtension {
                 lastSeenText = text
             }
         }
+        // QoS 1 joins the client's queue behind every QoS 1 message before it; QoS 0 only when nothing waits.
+        let announced = keysPublished[id].map { state.values.count > $0 } ?? true
+        let qos = announced || hub.transport.outgoingBacklog > 0 ? 1 : 0
+        keysPublished[id] = state.values.count
         hub.transport.publish(info.topic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
-                              qos: 0, retain: hub.config.mqtt.retainState)
+                              qos: qos, retain: hub.config.mqtt.retainState)
         hub.counters.statesPublished += 1
     }
 
