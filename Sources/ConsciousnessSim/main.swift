@@ -25,8 +25,8 @@ let usage = """
       The password is read from --password-file or the CONSCIOUSNESS_SIM_PASSWORD environment variable.
       Admin routes: POST/DELETE /_sim/faults, POST /_sim/expire-tokens, GET /_sim/counters.
       Faults ({"fault": name, "count": n | "until_cleared": true, "path", "method"}): server_errors, rate_limit (retry_after),
-      slow (delay_ms), late (delay_ms: apply and answer after the delay, in arrival order), malformed_json, html_error,
-      expired_token, echo_credentials_401, echo_input_422, echo_password_html_500, down (seconds).
+      slow (delay_ms), late (delay_ms: apply and answer after the delay, in arrival order), unapplied (delay_ms: answer
+      success after the delay but never carry out the control request), malformed_json, html_error, expired_token, echo_credentials_401, echo_input_422, echo_password_html_500, down (seconds).
     """
 
 func fail(_ message: String) -> Never {

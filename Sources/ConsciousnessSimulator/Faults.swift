@@ -16,6 +16,10 @@ public enum SimulatorFault: Sendable, Hashable {
     /// timeout). The work goes on even when the client gave up, and late requests are applied in arrival
     /// order: a timed-out OFF still lands after a newer, fast ON, like a backend that is slow to act.
     case late(delay: Duration)
+    /// Takes a control request (single or batch) and answers `success` after `delay`, but never carries it out:
+    /// the device stays as it was. With a delay past the client's timeout the client never hears, so the
+    /// outcome stays unknown and reading the device back never shows the change.
+    case unapplied(delay: Duration)
     /// 401 whose detail repeats the submitted credentials: `Invalid credentials for <user> / <password>`.
     case echoCredentials401
     /// 422 in pydantic's shape whose `input` repeats the request body (the password of a login).

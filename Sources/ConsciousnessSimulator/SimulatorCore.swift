@@ -114,6 +114,10 @@ final class SimulatorCore: Sendable {
                 try? await Task.sleep(for: delay)
             case .late(let delay):
                 return await late(route: route, request: request, delay: delay)
+            case .unapplied(let delay):
+                if route.requiresAuth, let rejection = authenticate(request) { return rejection }
+                try? await Task.sleep(for: delay)
+                return unapplied(route: route, body: (try? await request.bodyData) ?? Data())
             case .echoInput422:
                 let body = (try? await request.bodyData) ?? Data()
                 return Self.echoInput(body)
@@ -192,7 +196,7 @@ final class SimulatorCore: Sendable {
                 statusCode: HTTPStatusCode(500, phrase: "Internal Server Error"), headers: [.contentType: "text/html"],
                 body: Data(html.utf8)
             )
-        case .slow, .malformedJSON, .late, .echoInput422:
+        case .slow, .malformedJSON, .late, .echoInput422, .unapplied:
             return nil
         }
     }
@@ -372,6 +376,35 @@ final class SimulatorCore: Sendable {
         return Self.json(200, .object([("results", .array(results))]))
     }
 
+    /// The `unapplied` fault: control requests are answered as carried out but change nothing; other routes as usual.
+    private func unapplied(route: Route, body: Data) -> FlyingFox.HTTPResponse {
+        switch route {
+        case .control(let id):
+            let device = state.withLock { state -> SimJSON? in
+                guard let device = state.devices.first(where: { $0["id"] == .string(id) }) else { return nil }
+                state.counters.controlCalls[SimulatorCounters.ControlKey(deviceID: id, action: Self.action(in: body)), default: 0] += 1
+                return device
+            }
+            guard let device else { return Self.json(404, .object([("detail", .string("Device not found"))])) }
+            return Self.json(200, .object([("status", .string("success")), ("device", device)]))
+        case .batchControl:
+            guard let batch = try? JSONDecoder().decode(BatchBody.self, from: body) else { return Self.validationError(field: "devices") }
+            let results: [SimJSON] = batch.devices.map { item in
+                state.withLock { state in
+                    state.counters.controlCalls[SimulatorCounters.ControlKey(deviceID: item.deviceID ?? "", action: item.action ?? ""), default: 0] += 1
+                }
+                return .object([("device_id", item.deviceID.map { .string($0) } ?? .null), ("status", .string("success"))])
+            }
+            return Self.json(200, .object([("results", .array(results))]))
+        default:
+            return respond(to: route, body: body)
+        }
+    }
+
+    private static func action(in body: Data) -> String {
+        (try? JSONDecoder().decode(ControlBody.self, from: body))?.action ?? ""
+    }
+
     /// Executes an action; returns the updated device, or nil for an unknown id.
     private func apply(action: String, to deviceID: String) -> SimJSON? {
         let now = timestamp()
@@ -474,6 +507,8 @@ final class SimulatorCore: Sendable {
             fault = .expiredToken
         case "late":
             fault = .late(delay: .milliseconds(max(0, spec.delayMs ?? 30_000)))
+        case "unapplied":
+            fault = .unapplied(delay: .milliseconds(max(0, spec.delayMs ?? 30_000)))
         case "echoCredentials401", "echo_credentials_401":
             fault = .echoCredentials401
         case "echoInput422", "echo_input_422":

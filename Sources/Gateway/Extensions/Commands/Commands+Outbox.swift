@@ -16,7 +16,9 @@ extension Commands {
             case .single: break
             case .unknown(let failure):
                 guard let vendor = vendors[job.command.vendorID] else { break }
-                if await settleUnknownOutcome(job, failure, vendor: vendor) { return }
+                if await settleUnknownOutcome(job, failure, vendor: vendor, mayResend: true) { return }
+                // The batch call was its one send; what follows is its one re-send.
+                return await attempt(job, resent: true)
             }
         }
         await attempt(job)
@@ -38,11 +40,14 @@ extension Commands {
     /// Sends a command until it is carried out, refused, superseded or expired. A failure where the request
     /// surely did not reach the vendor (vendor down, breaker open) waits and tries again; a failure after
     /// which the command may have been carried out (a timeout after sending) is never re-sent blindly:
-    /// see `settleUnknownOutcome`.
-    func attempt(_ job: CommandJob) async {
+    /// see `settleUnknownOutcome`. `resent`: the command was already sent once more after an unknown outcome.
+    func attempt(_ job: CommandJob, resent alreadyResent: Bool = false) async {
         let command = job.command
         let id = command.id
         var backoff = Duration.milliseconds(250)
+        // At most one re-send after an unknown outcome: a backend that takes the command but never shows it
+        // would otherwise get it again after every settle window until the command expires.
+        var resent = alreadyResent
         // Stored as `sending` when it could go at once: no second commit before the first vendor call.
         var markedSending = job.storedSending
         while true {
@@ -64,7 +69,8 @@ extension Commands {
                 let failure = error as? GatewayError ?? GatewayError(.internal, message: "\(error)")
                 hub.metrics.vendorCall(vendor: command.vendorID, after: .now - callStarted, error: failure)
                 if failure.outcomeUnknown || failure.code == .vendorTimeout {
-                    if await settleUnknownOutcome(job, failure, vendor: vendor) { return }
+                    if await settleUnknownOutcome(job, failure, vendor: vendor, mayResend: !resent) { return }
+                    resent = true
                     continue
                 }
                 // Includes a vendor refusing a command whose deadline passed while it was in flight.
@@ -89,9 +95,10 @@ extension Commands {
     /// newer commands for the device wait meanwhile (they are behind this one in its lane).
     /// - The state shows the change: done (the outcome is the state read back).
     /// - Not within the window: `superseded` when a newer command sets the same keys; otherwise re-sent once
-    ///   more only if it is idempotent and not for a lock, garage door or cover (returns false); else failed.
+    ///   more only if it is idempotent, not for a lock, garage door or cover, and `mayResend` (it was not
+    ///   re-sent already) (returns false); else failed with the failure's code.
     /// Returns true when the command is settled.
-    func settleUnknownOutcome(_ job: CommandJob, _ failure: GatewayError, vendor: any Vendor) async -> Bool {
+    func settleUnknownOutcome(_ job: CommandJob, _ failure: GatewayError, vendor: any Vendor, mayResend: Bool) async -> Bool {
         let command = job.command
         let window = Duration.seconds(max(0, config.commands.settleWindow))
         let settleBy = now().addingTimeInterval(max(0, config.commands.settleWindow))
@@ -115,13 +122,14 @@ extension Commands {
             return true
         }
         let critical = devices[command.device]?.type.isSecurityCritical ?? true
-        if !critical, now() < command.expiresAt {
-            logger.notice("command \(command.id) for \(command.device) did not show in the device's state within \(GatewayError.readable(window)); sending it again (switching is idempotent)")
+        if !critical, mayResend, now() < command.expiresAt {
+            logger.notice("command \(command.id) for \(command.device) did not show in the device's state within \(GatewayError.readable(window)); sending it once more (switching is idempotent)")
             return false
         }
+        let why = critical ? " (locks, garage doors and covers are never re-sent)" : mayResend ? "" : " (it was already sent once more)"
         var unknown = failure
         unknown.retryable = false
-        unknown.message = "\(failure.message) Whether command \(GatewayError.clip(command.id)) was carried out is unknown: the state read back within \(GatewayError.readable(window)) does not show it, and it is not sent again\(critical ? " (locks, garage doors and covers are never re-sent)" : "")."
+        unknown.message = "\(failure.message) Whether command \(GatewayError.clip(command.id)) was carried out is unknown: the state read back within \(GatewayError.readable(window)) does not show it, and it is not sent again\(why)."
         unknown.suggestion = "Check the device, then send the command again if it is still wanted."
         await settleFailed(job, unknown)
         return true
