@@ -5,10 +5,12 @@ import Synchronization
 ///
 /// - Closed: calls pass. Outcomes are kept for a sliding `window`; the breaker opens when at least
 ///   `minimumCalls` calls AND at least `failureRatio` of them failed within it. Older outcomes are forgotten.
-/// - Open: calls are rejected with `breaker_open` until `openDuration` has passed. Each consecutive trip
-///   doubles the duration, up to `maxOpenDuration`.
-/// - Half-open: exactly one probe call at a time is let through; its success closes the breaker (and resets
-///   the open duration), its failure opens it again for longer.
+/// - Open: calls are rejected with `breaker_open` until the open wait has passed. The first trip waits
+///   `firstOpenDuration` (5 s), each failed probe doubles the wait, up to the configured `openDuration`:
+///   a vendor that is back soon is probed soon (one failed probe no longer costs the whole configured wait),
+///   and one that stays down is probed every `openDuration`.
+/// - Half-open: exactly one probe call at a time is let through; its success closes the breaker (and the next
+///   trip waits `firstOpenDuration` again), its failure opens it again for longer.
 ///
 /// What counts: only errors with `countsAgainstVendor` are failures. Other errors that carry an HTTP status
 /// (401, 404, 422 …) count as successes, because the vendor answered promptly and coherently. Errors that
@@ -29,9 +31,12 @@ public final class CircuitBreaker: Sendable {
         public var minimumCalls: Int
         /// Failed fraction (0…1) of the window's calls that opens the breaker.
         public var failureRatio: Double
-        /// Open time after the first trip; doubles on every consecutive trip.
+        /// The longest open wait: the wait starts at `firstOpenDuration` and doubles with each failed probe up to this.
         public var openDuration: Duration
+        /// Kept for configs that set it (`max_open_duration`); the wait never exceeds `openDuration`.
         public var maxOpenDuration: Duration
+        /// The open wait after a trip from closed (at most `openDuration`).
+        public var firstOpenDuration: Duration
         /// A probe that never reports back frees the half-open slot after this long.
         public var probeTimeout: Duration
         /// Memory bound on remembered outcomes; the oldest are dropped first.
@@ -40,13 +45,14 @@ public final class CircuitBreaker: Sendable {
         public init(
             window: Duration = .seconds(60), minimumCalls: Int = 5, failureRatio: Double = 0.5,
             openDuration: Duration = .seconds(30), maxOpenDuration: Duration = .seconds(600),
-            probeTimeout: Duration = .seconds(120), maxRecordedCalls: Int = 1000
+            probeTimeout: Duration = .seconds(120), maxRecordedCalls: Int = 1000, firstOpenDuration: Duration = .seconds(5)
         ) {
             self.window = window
             self.minimumCalls = max(1, minimumCalls)
             self.failureRatio = min(max(failureRatio, 0), 1)
             self.openDuration = openDuration
             self.maxOpenDuration = max(openDuration, maxOpenDuration)
+            self.firstOpenDuration = min(max(.zero, firstOpenDuration), openDuration)
             self.probeTimeout = probeTimeout
             self.maxRecordedCalls = max(minimumCalls, maxRecordedCalls)
         }
@@ -216,8 +222,9 @@ public final class CircuitBreaker: Sendable {
     }
 
     private func trip(_ core: inout Core, now: Duration) {
+        // 5 s, 10 s, 20 s … after each failed probe, never longer than the configured wait.
         let growth = Double(sign: .plus, exponent: min(core.consecutiveTrips, 30), significand: 1)
-        let duration = min(settings.maxOpenDuration, .clampedSeconds(settings.openDuration.inSeconds * growth))
+        let duration = min(settings.openDuration, .clampedSeconds(settings.firstOpenDuration.inSeconds * growth))
         core.consecutiveTrips += 1
         core.totalTrips += 1
         core.openUntil = now + duration

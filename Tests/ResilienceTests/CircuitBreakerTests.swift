@@ -41,7 +41,7 @@ struct CircuitBreakerTests {
         #expect(breaker.state == .closed) // 2 of 5 = 40 %
         try call(breaker, failing: timeout)
         #expect(breaker.state == .open) // 3 of 6 = 50 %
-        #expect(breaker.nextAttemptIn == .seconds(30))
+        #expect(breaker.nextAttemptIn == .seconds(5))
         #expect(breaker.snapshot.lastFailure?.code == .vendorTimeout)
     }
 
@@ -66,9 +66,9 @@ struct CircuitBreakerTests {
         try trip(breaker)
         let rejection = try #require(throws: GatewayError.self) { try breaker.acquire() }
         #expect(rejection.code == .breakerOpen)
-        #expect(rejection.retryAfter == .seconds(30))
-        #expect(breaker.nextAttemptIn == .seconds(30))
-        clock.advance(by: .seconds(29))
+        #expect(rejection.retryAfter == .seconds(5))
+        #expect(breaker.nextAttemptIn == .seconds(5))
+        clock.advance(by: .seconds(4))
         #expect(breaker.state == .open)
         #expect(breaker.nextAttemptIn == .seconds(1))
         clock.advance(by: .seconds(1))
@@ -95,18 +95,21 @@ struct CircuitBreakerTests {
     @Test func probeSuccessClosesAndResetsTheOpenDuration() throws {
         let breaker = makeBreaker()
         try trip(breaker)
-        clock.advance(by: .seconds(30))
-        try call(breaker, failing: timeout) // probe fails → 60 s
-        clock.advance(by: .seconds(60))
+        clock.advance(by: .seconds(5))
+        try call(breaker, failing: timeout) // probe fails → 10 s
+        #expect(breaker.nextAttemptIn == .seconds(10))
+        clock.advance(by: .seconds(10))
         try call(breaker, failing: nil) // probe succeeds
         #expect(breaker.state == .closed)
         #expect(breaker.snapshot.consecutiveTrips == 0)
         #expect(breaker.snapshot.totalTrips == 2)
         try trip(breaker)
-        #expect(breaker.nextAttemptIn == .seconds(30))
+        #expect(breaker.nextAttemptIn == .seconds(5), "a close starts the waits at 5 s again")
     }
 
-    @Test func probeFailureReopensForLongerUpToTheCap() throws {
+    /// Issue 22 §5: one failed probe cost the whole configured wait (devices came back 38–58 s after the backend).
+    /// The wait starts at 5 s and doubles with each failed probe up to the configured `open_duration`.
+    @Test func probeFailureReopensForLongerUpToTheConfiguredWait() throws {
         let breaker = makeBreaker()
         try trip(breaker)
         var durations: [Duration] = []
@@ -118,7 +121,35 @@ struct CircuitBreakerTests {
             try call(breaker, failing: timeout)
             #expect(breaker.state == .open)
         }
-        #expect(durations == [30, 60, 120, 240, 480, 600, 600].map { Duration.seconds($0) })
+        #expect(durations == [5, 10, 20, 30, 30, 30, 30].map { Duration.seconds($0) })
+
+        let slow = makeBreaker(.init(openDuration: .seconds(60), maxOpenDuration: .seconds(600)))
+        try trip(slow)
+        var waits: [Duration] = []
+        for _ in 0..<6 {
+            let open = try #require(slow.nextAttemptIn)
+            waits.append(open)
+            clock.advance(by: open)
+            try call(slow, failing: timeout)
+        }
+        #expect(waits == [5, 10, 20, 40, 60, 60].map { Duration.seconds($0) })
+    }
+
+    @Test func aConfiguredWaitBelowFiveSecondsIsTheFirstWaitToo() throws {
+        let breaker = makeBreaker(.init(openDuration: .seconds(2)))
+        try trip(breaker)
+        #expect(breaker.nextAttemptIn == .seconds(2))
+    }
+
+    @Test func eachVendorHasItsOwnWaits() throws {
+        let down = CircuitBreaker(vendor: "down", clock: clock)
+        let other = CircuitBreaker(vendor: "other", clock: clock)
+        try trip(down)
+        clock.advance(by: .seconds(5))
+        try call(down, failing: timeout) // down's probe fails: 10 s
+        try trip(other)
+        #expect(down.nextAttemptIn == .seconds(10))
+        #expect(other.nextAttemptIn == .seconds(5), "another vendor's failed probes do not lengthen this one's wait")
     }
 
     @Test func clientErrorsAndAuthFailuresDoNotTrip() throws {

@@ -95,12 +95,19 @@ public final class ConsciousnessVendor: Vendor {
             if let interval = effectivePollInterval {
                 // Failures are reported through the vendor's health; the next poll tries again.
                 try? await poll()
-                try await http.time.sleep(for: interval)
+                try await http.time.sleep(for: Self.nextPoll(after: interval, breakerOpenFor: http.breaker.nextAttemptIn))
             } else {
                 // The declared budget is too small to poll; refreshes and commands still work.
                 try await http.time.sleep(for: .seconds(3600))
             }
         }
+    }
+
+    /// The wait before the next poll: the poll interval, or less while the breaker is open, so its half-open probe is
+    /// the poll that comes as soon as the breaker allows one (devices are back seconds after the backend is).
+    static func nextPoll(after interval: Duration, breakerOpenFor remaining: Duration?) -> Duration {
+        guard let remaining else { return interval }
+        return min(interval, max(remaining, .milliseconds(10)))
     }
 
     /// One poll: the device list, then the house status. Public so tests and tools can poll on demand.
