@@ -4,14 +4,15 @@ import Glibc
 import Darwin
 #endif
 
-/// The seven devices the FastAPI server seeds, one per device type.
+/// The seven devices the FastAPI server seeds, one per device type. Like the real server's, only the light has a
+/// `power` property.
 enum SeedDevices {
     static func make(lastSeen: String) -> [SimJSON] {
         [
             device("thermostat-main", "Main Thermostat", "thermostat", "living_room", "mdns", [
                 // The running FastAPI server's thermostat: whole degrees Fahrenheit, `current_temp`/`target_temp`.
                 ("current_temp", .int(72)), ("target_temp", .int(72)), ("humidity", .int(45)),
-                ("mode", .string("auto")), ("power", .bool(true)),
+                ("mode", .string("auto")),
             ], lastSeen),
             device("lights-kitchen", "Kitchen Smart Lights", "smart_light", "kitchen", "mdns", [
                 ("brightness", .int(80)), ("color", .string("warm_white")), ("power", .bool(true)),
@@ -19,20 +20,18 @@ enum SeedDevices {
             ], lastSeen),
             device("camera-front-door", "Front Door Camera", "security_camera", "front_door", "upnp", [
                 ("recording", .bool(true)), ("motion_detection", .bool(true)), ("resolution", .string("1080p")),
-                ("power", .bool(true)),
             ], lastSeen),
             device("sensor-hallway-motion", "Hallway Motion Sensor", "motion_sensor", "hallway", "zigbee", [
                 ("motion_detected", .bool(false)), ("battery_level", .int(87)), ("sensitivity", .string("medium")),
-                ("power", .bool(true)),
             ], lastSeen),
             device("speaker-living-room", "Living Room Speaker", "smart_speaker", "living_room", "mdns", [
-                ("volume", .int(35)), ("playing", .bool(false)), ("power", .bool(true)),
+                ("volume", .int(35)), ("playing", .bool(false)),
             ], lastSeen),
             device("lock-front-door", "Front Door Lock", "smart_lock", "front_door", "zwave", [
-                ("locked", .bool(true)), ("battery_level", .int(72)), ("power", .bool(true)),
+                ("locked", .bool(true)), ("battery_level", .int(72)),
             ], lastSeen),
             device("garage-door-main", "Garage Door", "garage_door", "garage", "upnp", [
-                ("open", .bool(false)), ("obstruction_detected", .bool(false)), ("power", .bool(true)),
+                ("open", .bool(false)), ("obstruction_detected", .bool(false)),
             ], lastSeen),
         ]
     }

@@ -412,15 +412,15 @@ final class SimulatorCore: Sendable {
             guard let index = state.devices.firstIndex(where: { $0["id"] == .string(deviceID) }) else { return nil }
             state.counters.controlCalls[SimulatorCounters.ControlKey(deviceID: deviceID, action: action), default: 0] += 1
             var device = state.devices[index]
-            let power: Bool? = switch action {
-            case "turn_on": true
-            case "turn_off": false
-            default: nil  // the real server answers success for other actions but changes nothing
+            // Like the real server: turn_on/turn_off set `status` only (a light's `power` property stays as seeded);
+            // other actions answer success but change nothing.
+            let status: String? = switch action {
+            case "turn_on": "active"
+            case "turn_off": "inactive"
+            default: nil
             }
-            if let power {
-                device = device.setting("status", to: .string(power ? "active" : "inactive"))
-                let properties = device["properties"] ?? .object([])
-                device = device.setting("properties", to: properties.setting("power", to: .bool(power)))
+            if let status {
+                device = device.setting("status", to: .string(status))
                 device = device.setting("last_seen", to: .string(now))
                 state.devices[index] = device
             }

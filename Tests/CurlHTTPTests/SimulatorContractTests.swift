@@ -26,7 +26,8 @@ struct SimulatorContractTests {
             #expect(controlled["status"] as? String == "success")
             let device = try #require(controlled["device"] as? [String: Any])
             #expect(device["status"] as? String == "inactive")
-            #expect((device["properties"] as? [String: Any])?["power"] as? Bool == false)
+            // Like the real server: turn_off sets `status` only; the light's `power` property stays as seeded.
+            #expect((device["properties"] as? [String: Any])?["power"] as? Bool == true)
             #expect(fixture.simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)
 
             let batch = try await fixture.client.send(fixture.request(

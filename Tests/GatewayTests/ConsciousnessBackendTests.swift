@@ -26,6 +26,52 @@ import Testing
         #expect(active.values["reported_at"] == nil)
         let inactive = ConsciousnessMapping.map(try Self.wire(#"{"id":"l","type":"smart_light","status":"inactive","properties":{"power":true}}"#), vendorID: "house", now: now)
         #expect(inactive.values["state"] == .string("OFF"))
+        // Without an on/off property only `active` is running (what the backend's dashboard counts).
+        let camera = ConsciousnessMapping.map(try Self.wire(#"{"id":"c","type":"security_camera","status":"online","properties":{"recording":true}}"#), vendorID: "house", now: now)
+        #expect(camera.values["state"] == .string("OFF"))
+        #expect(camera.online)
+        let poweredOn = ConsciousnessMapping.map(try Self.wire(#"{"id":"l","type":"smart_light","status":"online","properties":{"power":true}}"#), vendorID: "house", now: now)
+        #expect(poweredOn.values["state"] == .string("ON"))
+        // `offline` is availability, not state.
+        let offline = ConsciousnessMapping.map(try Self.wire(#"{"id":"l","type":"smart_light","status":"offline","properties":{"power":true}}"#), vendorID: "house", now: now)
+        #expect(offline.values["state"] == .string("ON"))
+        #expect(!offline.online)
+    }
+
+    /// Against a backend that behaves like the real one (turn_on/turn_off set `status`, never `power`): the seeded
+    /// devices are OFF except the light whose `power` is true, and switching follows the backend's status.
+    @Test func stateFollowsWhatTheBackendSwitchedNotItsReachability() async throws {
+        let simulator = ConsciousnessSimulator(configuration: .init(password: "backend-secret"))
+        _ = try await simulator.start()
+        let directory = try TemporaryDirectory()
+        try "backend-secret\n".write(toFile: directory.file("backend-password"), atomically: true, encoding: .utf8)
+        let vendors = """
+              - {type: consciousness, id: house, url: "\(await simulator.baseURL)", username: admin, password_file: backend-password, poll_interval: 0.3, timeout: 2}
+            """
+        let gateway = try await GatewayHarness.start(directory: directory, vendors: vendors)
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/device/#", "replies/#")
+        let seeded = ["thermostat-main", "camera-front-door", "sensor-hallway-motion", "speaker-living-room", "lock-front-door", "garage-door-main"]
+        try await waitUntil("every seeded device's state", timeout: .seconds(10)) {
+            (seeded + ["lights-kitchen"]).allSatisfy { client.messages(on: "lbs/device/house_\($0)").last?.json?["state"] != nil }
+        }
+        for id in seeded {
+            #expect(client.messages(on: "lbs/device/house_\(id)").last?.json?["state"] as? String == "OFF", "\(id) is online, not running")
+        }
+        #expect(client.messages(on: "lbs/device/house_lights-kitchen").last?.json?["state"] as? String == "ON", "power: true")
+
+        // OFF although the backend's `power` property still says true: its status is `inactive`.
+        try await client.publish("lbs/device/house_lights-kitchen/set", "OFF", responseTopic: "replies/off")
+        let off = try await client.waitForMessage(topic: "replies/off", timeout: .seconds(10))
+        #expect(off.text.contains(#""status":"ok""#), "\(off.text)")
+        try await client.publish("lbs/device/house_camera-front-door/set", "ON", responseTopic: "replies/on")
+        let on = try await client.waitForMessage(topic: "replies/on", timeout: .seconds(10))
+        #expect(on.text.contains(#""status":"ok""#), "\(on.text)")
+        // Several polls later the published states still say what was switched.
+        try await Task.sleep(for: .seconds(1))
+        #expect(client.messages(on: "lbs/device/house_lights-kitchen").last?.json?["state"] as? String == "OFF")
+        #expect(client.messages(on: "lbs/device/house_camera-front-door").last?.json?["state"] as? String == "ON")
+        await client.shutdown()
     }
 
     @Test func anUnchangedDeviceStillGetsItsHeartbeat() async throws {

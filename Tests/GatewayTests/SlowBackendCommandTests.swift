@@ -57,7 +57,7 @@ import Testing
         let backend = try JSONSerialization.jsonObject(with: Data(simulator.devicesJSON().utf8))
         let list = (backend as? [[String: Any]]) ?? ((backend as? [String: Any])?["devices"] as? [[String: Any]]) ?? []
         let light = try #require(list.first { $0["id"] as? String == "lights-kitchen" })
-        #expect((light["properties"] as? [String: Any])?["power"] as? Bool == true, "backend: \(light)")
+        #expect(light["status"] as? String == "active", "backend: \(light)")
         let state = try #require(client.messages(on: "lbs/device/\(Self.kitchen)").last?.json)
         #expect(state["state"] as? String == "ON")
         await client.shutdown()

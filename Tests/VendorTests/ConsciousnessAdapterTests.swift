@@ -43,17 +43,18 @@ import VendorTesting
         // Every backend device carries the backend's own time as `reported_at`; the rest is compared below.
         #expect(rig.log.states[rig.id("lights-kitchen")]?["reported_at"]?.string?.hasSuffix("Z") == true)
         let states = rig.log.states.mapValues { $0.filter { $0.key != "reported_at" } }
+        // Seeded `online`: reachable, not running. Only the light has a `power` property (true); the others are OFF.
         #expect(states[rig.id("lights-kitchen")] == ["state": .string("ON"), "brightness": .number(80), "power": .number(12.5)])
         #expect(states[rig.id("thermostat-main")] == [
             // The served shape: current_temp/target_temp 72 (°F by the heuristic) and mode "auto".
-            "state": .string("ON"), "temperature": .number(22.2), "target_temperature": .number(22.2), "hvac_mode": .string("auto"),
+            "state": .string("OFF"), "temperature": .number(22.2), "target_temperature": .number(22.2), "hvac_mode": .string("auto"),
             "humidity": .number(45),
         ])
-        #expect(states[rig.id("lock-front-door")] == ["state": .string("ON"), "lock": .string("LOCKED"), "battery": .number(72)])
-        #expect(states[rig.id("garage-door-main")] == ["state": .string("ON"), "cover": .string("CLOSED")])
-        #expect(states[rig.id("sensor-hallway-motion")] == ["state": .string("ON"), "motion": .bool(false), "battery": .number(87)])
-        #expect(states[rig.id("camera-front-door")] == ["state": .string("ON")])
-        #expect(states[rig.id("speaker-living-room")] == ["state": .string("ON")])
+        #expect(states[rig.id("lock-front-door")] == ["state": .string("OFF"), "lock": .string("LOCKED"), "battery": .number(72)])
+        #expect(states[rig.id("garage-door-main")] == ["state": .string("OFF"), "cover": .string("CLOSED")])
+        #expect(states[rig.id("sensor-hallway-motion")] == ["state": .string("OFF"), "motion": .bool(false), "battery": .number(87)])
+        #expect(states[rig.id("camera-front-door")] == ["state": .string("OFF")])
+        #expect(states[rig.id("speaker-living-room")] == ["state": .string("OFF")])
         #expect(states[rig.id("house")] == [
             "consciousness_status": .string("active"), "awareness_level": .number(85), "emotion": .string("calm"),
             "arousal": .number(0.3), "valence": .number(0.7),

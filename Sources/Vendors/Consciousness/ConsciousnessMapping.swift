@@ -8,12 +8,17 @@ import VendorKit
 
 /// Turns backend devices and the house's status into gateway devices and normalized state.
 ///
-/// Decisions (the backend only knows `turn_on` / `turn_off`, which switch a device's power and `status`):
-/// - Every device gets `state` (ON/OFF) from `status`: `active` → ON, `inactive` → OFF; for other words
-///   (`online`, `offline`, `error`) the `power` property decides; `offline`/`error` devices are unavailable.
+/// Decisions (the backend only knows `turn_on` / `turn_off`, which set a device's `status` to `active` / `inactive`
+/// and leave its properties as they are):
+/// - Every device gets `state` (ON/OFF): `active` → ON and `inactive` → OFF (what the backend's own commands set,
+///   its newest word); for other words the device's own on/off property (`power`, or `on`/`is_on`) decides; without
+///   one it is OFF: only `active` is running (what the backend's dashboard counts). `online`/`offline`/`error` say
+///   whether the device is reachable: they drive availability, never `state`. The status words come before
+///   `power` because the real server never changes `power` on `turn_off`: a light seeded `power: true` that was
+///   switched off reads `inactive`, and must be OFF.
 /// - `smart_lock` reports `lock` from its `locked` property and `garage_door` reports `cover` from `open`,
 ///   because that is what the backend really says. They are NOT driven by turn_on/turn_off: those change only
-///   power, so mapping LOCK → turn_on would confirm a lock that never happened. Commands for them are refused.
+///   `status`, so mapping LOCK → turn_on would confirm a lock that never happened. Commands for them are refused.
 /// - Every device's `writableKeys` is exactly `["state"]`: the control endpoint accepts only `turn_on`/`turn_off`
 ///   (other actions answer `success` but change nothing), so brightness, lock, cover, target temperature and
 ///   HVAC mode are read-only here.
@@ -48,9 +53,8 @@ enum ConsciousnessMapping {
 
         let status = wire.status?.lowercased()
         let online = !["offline", "error", "unavailable", "unreachable", "disconnected"].contains(status ?? "")
-        if let on = isOn(status: status, power: properties["power"]?.bool) {
-            values["state"] = .string(on ? "ON" : "OFF")
-        }
+        let power = (properties["power"] ?? properties["on"] ?? properties["is_on"])?.bool
+        values["state"] = .string(isOn(status: status, power: power) ? "ON" : "OFF")
 
         func add(_ key: String, _ value: StateValue?) {
             guard let value else { return }
@@ -143,13 +147,13 @@ enum ConsciousnessMapping {
     }
 
     /// ON/OFF from the backend's status word (`active`/`inactive`, what `turn_on`/`turn_off` set), else from the
-    /// `power` property: `online` says the device is reachable, not that it is on (a light `online` with
-    /// `power: false` is OFF).
-    static func isOn(status: String?, power: Bool?) -> Bool? {
+    /// device's on/off property, else OFF: `online` says the device is reachable, not that it is on (a light
+    /// `online` with `power: false`, or a camera `online` without any, is OFF).
+    static func isOn(status: String?, power: Bool?) -> Bool {
         switch status {
         case "active", "on": true
         case "inactive", "off", "standby": false
-        default: power
+        default: power ?? false
         }
     }
 
