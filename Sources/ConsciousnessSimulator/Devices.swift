@@ -4,34 +4,39 @@ import Glibc
 import Darwin
 #endif
 
-/// The seven devices the FastAPI server seeds, one per device type. Like the real server's, only the light has a
-/// `power` property.
+/// The seven devices the FastAPI server seeds, one per device type, with the properties it serves
+/// (`consciousness/demo_devices.py`): only the light has `power`; cameras, speakers and the garage report
+/// `wifi_signal` in dBm. Ids and locations are the simulator's own.
 enum SeedDevices {
     static func make(lastSeen: String) -> [SimJSON] {
         [
-            device("thermostat-main", "Main Thermostat", "thermostat", "living_room", "mdns", [
+            device("thermostat-main", "Main Thermostat", "thermostat", "living_room", "upnp", [
                 // The running FastAPI server's thermostat: whole degrees Fahrenheit, `current_temp`/`target_temp`.
-                ("current_temp", .int(72)), ("target_temp", .int(72)), ("humidity", .int(45)),
-                ("mode", .string("auto")),
+                ("current_temp", .int(72)), ("target_temp", .int(72)), ("mode", .string("auto")), ("humidity", .int(45)),
+                ("battery", .int(100)),
             ], lastSeen),
             device("lights-kitchen", "Kitchen Smart Lights", "smart_light", "kitchen", "mdns", [
                 ("brightness", .int(80)), ("color", .string("warm_white")), ("power", .bool(true)),
                 ("energy_usage", .double(12.5)),
             ], lastSeen),
             device("camera-front-door", "Front Door Camera", "security_camera", "front_door", "upnp", [
-                ("recording", .bool(true)), ("motion_detection", .bool(true)), ("resolution", .string("1080p")),
+                ("recording", .bool(true)), ("motion_detection", .bool(true)), ("night_vision", .bool(true)),
+                ("wifi_signal", .int(-45)),
             ], lastSeen),
-            device("sensor-hallway-motion", "Hallway Motion Sensor", "motion_sensor", "hallway", "zigbee", [
-                ("motion_detected", .bool(false)), ("battery_level", .int(87)), ("sensitivity", .string("medium")),
+            device("sensor-hallway-motion", "Hallway Motion Sensor", "motion_sensor", "hallway", "bluetooth", [
+                ("motion_detected", .bool(false)), ("battery", .int(85)), ("sensitivity", .string("medium")),
+                ("last_motion", .string("2025-06-24T22:30:00")),
             ], lastSeen),
             device("speaker-living-room", "Living Room Speaker", "smart_speaker", "living_room", "mdns", [
-                ("volume", .int(35)), ("playing", .bool(false)),
+                ("volume", .int(30)), ("playing", .bool(false)), ("current_track", .string("None")), ("wifi_signal", .int(-38)),
             ], lastSeen),
-            device("lock-front-door", "Front Door Lock", "smart_lock", "front_door", "zwave", [
-                ("locked", .bool(true)), ("battery_level", .int(72)),
+            device("lock-front-door", "Front Door Lock", "smart_lock", "front_door", "bluetooth", [
+                ("locked", .bool(true)), ("battery", .int(78)), ("auto_lock", .bool(true)),
+                ("unlock_methods", .array([.string("key"), .string("code"), .string("app")])),
             ], lastSeen),
             device("garage-door-main", "Garage Door", "garage_door", "garage", "upnp", [
-                ("open", .bool(false)), ("obstruction_detected", .bool(false)),
+                ("open", .bool(false)), ("wifi_signal", .int(-52)), ("last_operation", .string("2025-06-24T18:45:00")),
+                ("remote_access", .bool(true)),
             ], lastSeen),
         ]
     }

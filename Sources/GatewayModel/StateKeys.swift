@@ -174,6 +174,15 @@ public enum StateKeys {
     public static let emotion = KeySpec("emotion", label: "Emotion", kind: .text)
     public static let arousal = KeySpec("arousal", label: "Arousal", kind: .number(min: 0, max: 1), series: .measurement)
     public static let valence = KeySpec("valence", label: "Valence", kind: .number(min: -1, max: 1), series: .measurement)
+    /// Read-only extras the consciousness backend serves for its cameras, speakers, locks and radios.
+    public static let recording = KeySpec("recording", label: "Recording", kind: .bool)
+    public static let motionDetection = KeySpec("motion_detection", label: "Motion detection", kind: .bool)
+    public static let nightVision = KeySpec("night_vision", label: "Night vision", kind: .enumeration(["on", "off", "auto"]))
+    public static let volume = KeySpec("volume", label: "Volume", unit: "%", kind: .number(min: 0, max: 100))
+    public static let playing = KeySpec("playing", label: "Playing", kind: .bool)
+    public static let track = KeySpec("track", label: "Track", kind: .text)
+    public static let autoLock = KeySpec("auto_lock", label: "Auto lock", kind: .bool)
+    public static let wifiSignal = KeySpec("wifi_signal", label: "Wi-Fi signal", unit: "dBm", kind: .number(min: -150, max: 0), series: .measurement)
 
     public static let all: [KeySpec] = [
         state, brightness, colorTempKelvin, color, colorMode, lock, cover, position, targetTemperature, hvacMode, hvacAction, fanMode, fanSpeed,
@@ -183,6 +192,7 @@ public enum StateKeys {
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
         waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, chargingCurrent, chargingState, supplyState, operationMode,
         voltage, current, frequency, battery, consciousnessStatus, reportedAt, awarenessLevel, emotion, arousal, valence,
+        recording, motionDetection, nightVision, volume, playing, track, autoLock, wifiSignal,
     ] + phases
 
     /// Keys a meter on a multi-phase supply also reports per phase, as `<key>_l1`, `<key>_l2`, `<key>_l3`.

@@ -38,6 +38,55 @@ import Testing
         #expect(!offline.online)
     }
 
+    @Test func extraFieldsAreMappedAsServed() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let camera = ConsciousnessMapping.map(try Self.wire(#"{"id":"c","type":"security_camera","status":"online","properties":{"recording":false,"motion_detection":true,"night_vision":"auto","wifi_signal":-61}}"#), vendorID: "house", now: now)
+        #expect(camera.values["recording"] == .bool(false) && camera.values["motion_detection"] == .bool(true))
+        #expect(camera.values["night_vision"] == .string("auto"))
+        #expect(camera.values["wifi_signal"] == .number(-61))
+        let speaker = ConsciousnessMapping.map(try Self.wire(#"{"id":"s","type":"smart_speaker","status":"active","properties":{"volume":140,"playing":true,"current_track":"Blue in Green","wifi_signal":70}}"#), vendorID: "house", now: now)
+        #expect(speaker.values["volume"] == .number(100))
+        #expect(speaker.values["playing"] == .bool(true) && speaker.values["track"] == .string("Blue in Green"))
+        #expect(speaker.values["wifi_signal"] == nil, "70 is no dBm: left out, not mislabelled")
+        #expect(speaker.device.writableKeys == ["state"], "the extras are read-only")
+        let quiet = ConsciousnessMapping.map(try Self.wire(#"{"id":"s","type":"smart_speaker","status":"online","properties":{"current_track":"None"}}"#), vendorID: "house", now: now)
+        #expect(quiet.values["track"] == nil && !quiet.device.keys.contains("track"))
+    }
+
+    /// The fields the real backend serves for its camera, speaker, lock and radios reach MQTT, read-only.
+    @Test func extraFieldsArePublishedReadOnly() async throws {
+        let simulator = ConsciousnessSimulator(configuration: .init(password: "backend-secret"))
+        _ = try await simulator.start()
+        let directory = try TemporaryDirectory()
+        try "backend-secret\n".write(toFile: directory.file("backend-password"), atomically: true, encoding: .utf8)
+        let vendors = """
+              - {type: consciousness, id: house, url: "\(await simulator.baseURL)", username: admin, password_file: backend-password, poll_interval: 30, timeout: 2}
+            """
+        let gateway = try await GatewayHarness.start(directory: directory, vendors: vendors)
+        defer { Task { await gateway.stop(); await simulator.stop() } }
+        let client = try await gateway.observer("lbs/#", "replies/#")
+        let camera = try await client.waitForMessage(topic: "lbs/device/house_camera-front-door", timeout: .seconds(10)).json ?? [:]
+        #expect(camera["recording"] as? Bool == true && camera["motion_detection"] as? Bool == true)
+        #expect(camera["night_vision"] as? String == "on" && camera["wifi_signal"] as? Double == -45)
+        let speaker = try await client.waitForMessage(topic: "lbs/device/house_speaker-living-room", timeout: .seconds(10)).json ?? [:]
+        #expect(speaker["volume"] as? Double == 30 && speaker["playing"] as? Bool == false && speaker["track"] == nil)
+        let lock = try await client.waitForMessage(topic: "lbs/device/house_lock-front-door", timeout: .seconds(10)).json ?? [:]
+        #expect(lock["auto_lock"] as? Bool == true)
+        let garage = try await client.waitForMessage(topic: "lbs/device/house_garage-door-main", timeout: .seconds(10)).json ?? [:]
+        #expect(garage["wifi_signal"] as? Double == -52)
+
+        let devices = try await client.waitForMessage(topic: "lbs/bridge/devices", timeout: .seconds(10)) { $0.text.contains("wifi_signal") }
+        let list = try #require((try? JSONSerialization.jsonObject(with: Data(devices.payload))) as? [[String: Any]])
+        let speakerEntry = try #require(list.first { $0["id"] as? String == "house_speaker-living-room" })
+        let volume = try #require((speakerEntry["capabilities"] as? [[String: Any]])?.first { $0["key"] as? String == "volume" })
+        #expect(volume["writable"] as? Bool == false && volume["unit"] as? String == "%")
+        try await client.publish("lbs/device/house_speaker-living-room/set/volume", "50", responseTopic: "replies/volume")
+        let refused = try await client.waitForMessage(topic: "replies/volume", timeout: .seconds(5))
+        #expect(refused.text.contains("read_only_key"), "\(refused.text)")
+        #expect(simulator.counters.totalControlCalls == 0)
+        await client.shutdown()
+    }
+
     /// Against a backend that behaves like the real one (turn_on/turn_off set `status`, never `power`): the seeded
     /// devices are OFF except the light whose `power` is true, and switching follows the backend's status.
     @Test func stateFollowsWhatTheBackendSwitchedNotItsReachability() async throws {

@@ -20,12 +20,12 @@ import VendorTesting
         let byID = Dictionary(uniqueKeysWithValues: inventory.map { ($0.vendorDeviceID, $0) })
         let expected: [String: (DeviceType, String?, [String])] = [
             "lights-kitchen": (.light, "Kitchen", ["state", "brightness", "power"]),
-            "thermostat-main": (.thermostat, "Living Room", ["state", "temperature", "target_temperature", "hvac_mode", "humidity"]),
-            "camera-front-door": (.camera, "Front Door", ["state"]),
+            "thermostat-main": (.thermostat, "Living Room", ["state", "temperature", "target_temperature", "hvac_mode", "humidity", "battery"]),
+            "camera-front-door": (.camera, "Front Door", ["state", "recording", "motion_detection", "night_vision", "wifi_signal"]),
             "sensor-hallway-motion": (.motionSensor, "Hallway", ["state", "motion", "battery"]),
-            "speaker-living-room": (.speaker, "Living Room", ["state"]),
-            "lock-front-door": (.lock, "Front Door", ["state", "lock", "battery"]),
-            "garage-door-main": (.garageDoor, "Garage", ["state", "cover"]),
+            "speaker-living-room": (.speaker, "Living Room", ["state", "volume", "playing", "wifi_signal"]),
+            "lock-front-door": (.lock, "Front Door", ["state", "lock", "auto_lock", "battery"]),
+            "garage-door-main": (.garageDoor, "Garage", ["state", "cover", "wifi_signal"]),
             "house": (.hub, nil, ["consciousness_status", "awareness_level", "emotion", "arousal", "valence"]),
         ]
         for (vendorDeviceID, (type, room, keys)) in expected {
@@ -48,13 +48,17 @@ import VendorTesting
         #expect(states[rig.id("thermostat-main")] == [
             // The served shape: current_temp/target_temp 72 (°F by the heuristic) and mode "auto".
             "state": .string("OFF"), "temperature": .number(22.2), "target_temperature": .number(22.2), "hvac_mode": .string("auto"),
-            "humidity": .number(45),
+            "humidity": .number(45), "battery": .number(100),
         ])
-        #expect(states[rig.id("lock-front-door")] == ["state": .string("OFF"), "lock": .string("LOCKED"), "battery": .number(72)])
-        #expect(states[rig.id("garage-door-main")] == ["state": .string("OFF"), "cover": .string("CLOSED")])
-        #expect(states[rig.id("sensor-hallway-motion")] == ["state": .string("OFF"), "motion": .bool(false), "battery": .number(87)])
-        #expect(states[rig.id("camera-front-door")] == ["state": .string("OFF")])
-        #expect(states[rig.id("speaker-living-room")] == ["state": .string("OFF")])
+        // The backend's extra fields, read-only: wifi_signal in dBm as served, the speaker's "None" track left out.
+        #expect(states[rig.id("lock-front-door")] == ["state": .string("OFF"), "lock": .string("LOCKED"), "auto_lock": .bool(true), "battery": .number(78)])
+        #expect(states[rig.id("garage-door-main")] == ["state": .string("OFF"), "cover": .string("CLOSED"), "wifi_signal": .number(-52)])
+        #expect(states[rig.id("sensor-hallway-motion")] == ["state": .string("OFF"), "motion": .bool(false), "battery": .number(85)])
+        #expect(states[rig.id("camera-front-door")] == [
+            "state": .string("OFF"), "recording": .bool(true), "motion_detection": .bool(true), "night_vision": .string("on"),
+            "wifi_signal": .number(-45),
+        ])
+        #expect(states[rig.id("speaker-living-room")] == ["state": .string("OFF"), "volume": .number(30), "playing": .bool(false), "wifi_signal": .number(-38)])
         #expect(states[rig.id("house")] == [
             "consciousness_status": .string("active"), "awareness_level": .number(85), "emotion": .string("calm"),
             "arousal": .number(0.3), "valence": .number(0.7),

@@ -16,6 +16,10 @@ import VendorKit
 ///   whether the device is reachable: they drive availability, never `state`. The status words come before
 ///   `power` because the real server never changes `power` on `turn_off`: a light seeded `power: true` that was
 ///   switched off reads `inactive`, and must be OFF.
+/// - Read-only extras the backend serves: a camera's `recording`, `motion_detection`, `night_vision` (true/false as
+///   `on`/`off`, or the word `auto`), a speaker's `volume` (%), `playing`, `track` (`current_track`; Python's
+///   `"None"` is no track), a lock's `auto_lock`, and any device's `wifi_signal` (dBm, as the backend serves it;
+///   a value above 0 is no dBm and is left out).
 /// - `smart_lock` reports `lock` from its `locked` property and `garage_door` reports `cover` from `open`,
 ///   because that is what the backend really says. They are NOT driven by turn_on/turn_off: those change only
 ///   `status`, so mapping LOCK → turn_on would confirm a lock that never happened. Commands for them are refused.
@@ -62,6 +66,7 @@ enum ConsciousnessMapping {
             values[key] = value
         }
         func number(_ name: String) -> Double? { properties[name]?.number.flatMap { $0.isFinite ? $0 : nil } }
+        func flag(_ name: String) -> StateValue? { properties[name]?.bool.map(StateValue.bool) }
 
         let type: DeviceType
         switch backendType {
@@ -87,16 +92,23 @@ enum ConsciousnessMapping {
         case "smart_lock":
             type = .lock
             add("lock", properties["locked"]?.bool.map { .string($0 ? "LOCKED" : "UNLOCKED") })
+            add("auto_lock", flag("auto_lock"))
         case "garage_door":
             type = .garageDoor
             add("cover", properties["open"]?.bool.map { .string($0 ? "OPEN" : "CLOSED") })
         case "security_camera":
             type = .camera
+            add("recording", flag("recording"))
+            add("motion_detection", flag("motion_detection"))
+            add("night_vision", nightVision(properties["night_vision"]))
         case "motion_sensor":
             type = .motionSensor
             add("motion", (properties["motion_detected"] ?? properties["motion"])?.bool.map(StateValue.bool))
         case "smart_speaker":
             type = .speaker
+            add("volume", number("volume").map { .number(min(max($0, 0), 100)) })
+            add("playing", flag("playing"))
+            add("track", track(properties["current_track"] ?? properties["track"]))
         default:
             type = .switch
         }
@@ -104,6 +116,7 @@ enum ConsciousnessMapping {
         add("humidity", number("humidity").map { .number(min(max($0, 0), 100)) })
         add("power", number("energy_usage").map(StateValue.number))
         add("battery", (number("battery_level") ?? number("battery")).map { .number(min(max($0, 0), 100)) })
+        add("wifi_signal", number("wifi_signal").flatMap { (-150...0).contains($0) ? .number($0) : nil })
 
         let device = Device(
             vendorID: vendorID, vendorDeviceID: wire.id, name: wire.name ?? wire.id, type: type,
@@ -155,6 +168,19 @@ enum ConsciousnessMapping {
         case "inactive", "off", "standby": false
         default: power ?? false
         }
+    }
+
+    /// A camera's night vision: the demo server's `true`/`false` as `on`/`off`, the device simulators' words as they are.
+    static func nightVision(_ value: JSONValue?) -> StateValue? {
+        if let flag = value?.bool { return .string(flag ? "on" : "off") }
+        guard let word = value?.string?.lowercased(), ["on", "off", "auto"].contains(word) else { return nil }
+        return .string(word)
+    }
+
+    /// What a speaker plays; Python's `str(None)` and an empty title are no track.
+    static func track(_ value: JSONValue?) -> StateValue? {
+        guard let title = value?.string, !title.allSatisfy(\.isWhitespace), title != "None" else { return nil }
+        return .string(String(title.prefix(256)))
     }
 
     /// `living_room` → `Living Room`.
