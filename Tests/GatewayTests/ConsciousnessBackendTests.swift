@@ -53,16 +53,21 @@ import Testing
         #expect(quiet.values["track"] == nil && !quiet.device.keys.contains("track"))
     }
 
-    /// The fields the real backend serves for its camera, speaker, lock and radios reach MQTT, read-only.
-    @Test func extraFieldsArePublishedReadOnly() async throws {
+    /// The consciousness simulator (password `backend-secret`) and a gateway polling it as vendor `house`.
+    static func houseGateway(pollInterval: Double, timeout: Double, mqtt: String = "") async throws -> (ConsciousnessSimulator, GatewayHarness) {
         let simulator = ConsciousnessSimulator(configuration: .init(password: "backend-secret"))
         _ = try await simulator.start()
         let directory = try TemporaryDirectory()
         try "backend-secret\n".write(toFile: directory.file("backend-password"), atomically: true, encoding: .utf8)
         let vendors = """
-              - {type: consciousness, id: house, url: "\(await simulator.baseURL)", username: admin, password_file: backend-password, poll_interval: 30, timeout: 2}
+              - {type: consciousness, id: house, url: "\(await simulator.baseURL)", username: admin, password_file: backend-password, poll_interval: \(pollInterval), timeout: \(timeout)}
             """
-        let gateway = try await GatewayHarness.start(directory: directory, vendors: vendors)
+        return (simulator, try await GatewayHarness.start(directory: directory, mqtt: mqtt, vendors: vendors))
+    }
+
+    /// The fields the real backend serves for its camera, speaker, lock and radios reach MQTT, read-only.
+    @Test func extraFieldsArePublishedReadOnly() async throws {
+        let (simulator, gateway) = try await Self.houseGateway(pollInterval: 30, timeout: 2)
         defer { Task { await gateway.stop(); await simulator.stop() } }
         let client = try await gateway.observer("lbs/#", "replies/#")
         let camera = try await client.waitForMessage(topic: "lbs/device/house_camera-front-door", timeout: .seconds(10)).json ?? [:]
@@ -90,14 +95,7 @@ import Testing
     /// Against a backend that behaves like the real one (turn_on/turn_off set `status`, never `power`): the seeded
     /// devices are OFF except the light whose `power` is true, and switching follows the backend's status.
     @Test func stateFollowsWhatTheBackendSwitchedNotItsReachability() async throws {
-        let simulator = ConsciousnessSimulator(configuration: .init(password: "backend-secret"))
-        _ = try await simulator.start()
-        let directory = try TemporaryDirectory()
-        try "backend-secret\n".write(toFile: directory.file("backend-password"), atomically: true, encoding: .utf8)
-        let vendors = """
-              - {type: consciousness, id: house, url: "\(await simulator.baseURL)", username: admin, password_file: backend-password, poll_interval: 0.3, timeout: 2}
-            """
-        let gateway = try await GatewayHarness.start(directory: directory, vendors: vendors)
+        let (simulator, gateway) = try await Self.houseGateway(pollInterval: 0.3, timeout: 2)
         defer { Task { await gateway.stop(); await simulator.stop() } }
         let client = try await gateway.observer("lbs/device/#", "replies/#")
         let seeded = ["thermostat-main", "camera-front-door", "sensor-hallway-motion", "speaker-living-room", "lock-front-door", "garage-door-main"]
@@ -124,14 +122,7 @@ import Testing
     }
 
     @Test func anUnchangedDeviceStillGetsItsHeartbeat() async throws {
-        let simulator = ConsciousnessSimulator(configuration: .init(password: "backend-secret"))
-        _ = try await simulator.start()
-        let directory = try TemporaryDirectory()
-        try "backend-secret\n".write(toFile: directory.file("backend-password"), atomically: true, encoding: .utf8)
-        let vendors = """
-              - {type: consciousness, id: house, url: "\(await simulator.baseURL)", username: admin, password_file: backend-password, poll_interval: 0.3, timeout: 1}
-            """
-        let gateway = try await GatewayHarness.start(directory: directory, mqtt: "state_heartbeat: 1", vendors: vendors)
+        let (simulator, gateway) = try await Self.houseGateway(pollInterval: 0.3, timeout: 1, mqtt: "state_heartbeat: 1")
         defer { Task { await gateway.stop(); await simulator.stop() } }
         let client = try await gateway.observer("lbs/device/house_lights-kitchen")
         try await waitUntil("three heartbeats of an unchanged device", timeout: .seconds(15)) {

@@ -20,24 +20,36 @@ public enum ConfigLoader {
     }
 
     public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> Result<GatewayConfig, Failure> {
+        text(ofFile: path).flatMap { parse(yaml: $0, environment: environment, baseDirectory: (path as NSString).deletingLastPathComponent) }
+    }
+
+    /// The config file's text, or why it cannot be read.
+    private static func text(ofFile path: String) -> Result<String, Failure> {
         guard let data = FileManager.default.contents(atPath: path) else {
             return .failure(Failure(problems: [ConfigProblem(path: path, message: "cannot read the config file", fix: "check the path and that the gateway may read it")]))
         }
         guard let text = String(data: data, encoding: .utf8) else {
             return .failure(Failure(problems: [ConfigProblem(path: path, message: "the file is not UTF-8 text", fix: "save it as UTF-8")]))
         }
-        return parse(yaml: text, environment: environment, baseDirectory: (path as NSString).deletingLastPathComponent)
+        return .success(text)
+    }
+
+    /// The YAML's root node (nil: an empty file), or why it is not YAML.
+    private static func compose(_ yaml: String) -> Result<ConfigNode?, Failure> {
+        do {
+            return .success(try Yams.compose(yaml: yaml).map { ConfigNode($0) })
+        } catch {
+            return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "not valid YAML: \(yamlErrorSummary(error))", fix: "check indentation and quoting near that line")]))
+        }
     }
 
     public static func parse(yaml: String, environment: [String: String] = [:], baseDirectory: String = ".") -> Result<GatewayConfig, Failure> {
         let root: ConfigNode
-        do {
-            guard let node = try Yams.compose(yaml: yaml) else {
-                return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "the file is empty", fix: "start from deploy/config.example.yaml")]))
-            }
-            root = ConfigNode(node)
-        } catch {
-            return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "not valid YAML: \(yamlErrorSummary(error))", fix: "check indentation and quoting near that line")]))
+        switch compose(yaml) {
+        case .failure(let failure): return .failure(failure)
+        case .success(nil):
+            return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "the file is empty", fix: "start from deploy/config.example.yaml")]))
+        case .success(let node?): root = node
         }
         var reader = ConfigReader()
         let config = read(root, reader: &reader, environment: environment, baseDirectory: baseDirectory)
@@ -60,28 +72,21 @@ public enum ConfigLoader {
     /// readable or even exist), read without the environment: what the file itself says. Fails only when the
     /// file cannot be read or is not YAML.
     public static func references(path: String) -> Result<References, Failure> {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            return .failure(Failure(problems: [ConfigProblem(path: path, message: "cannot read the config file", fix: "check the path and that you may read it")]))
+        text(ofFile: path).flatMap(compose).map { root in
+            guard let root else { return References(brokerURL: nil, files: []) }
+            var reader = ConfigReader()
+            let config = read(root, reader: &reader, environment: [:], baseDirectory: (path as NSString).deletingLastPathComponent)
+            let url = config?.mqtt.url ?? ""
+            return References(brokerURL: url.isEmpty ? nil : url, files: reader.namedFiles)
         }
-        let node: Node?
-        do {
-            node = try Yams.compose(yaml: text)
-        } catch {
-            return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "not valid YAML: \(yamlErrorSummary(error))", fix: "check indentation and quoting near that line")]))
-        }
-        guard let node else { return .success(References(brokerURL: nil, files: [])) }
-        var reader = ConfigReader()
-        let config = read(ConfigNode(node), reader: &reader, environment: [:], baseDirectory: (path as NSString).deletingLastPathComponent)
-        let url = config?.mqtt.url ?? ""
-        return .success(References(brokerURL: url.isEmpty ? nil : url, files: reader.namedFiles))
     }
 
     /// The keys each mapping of `yaml` accepts (see `ConfigReader.acceptedKeys`); only mappings the text has are
     /// visited, so give it every section. For the configuration reference's drift check.
     public static func acceptedKeys(yaml: String, environment: [String: String] = [:], baseDirectory: String = ".") -> [String: Set<String>] {
-        guard let node = try? Yams.compose(yaml: yaml) else { return [:] }
+        guard case .success(let root?) = compose(yaml) else { return [:] }
         var reader = ConfigReader()
-        _ = read(ConfigNode(node), reader: &reader, environment: environment, baseDirectory: baseDirectory)
+        _ = read(root, reader: &reader, environment: environment, baseDirectory: baseDirectory)
         return reader.acceptedKeys
     }
 

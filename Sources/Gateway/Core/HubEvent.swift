@@ -33,6 +33,9 @@ enum HubEvent {
     case bridgeInfoChanged
     /// An event went out on `<base>/bridge/event` (the status page keeps the last ones).
     case bridgeEventPublished(type: String, data: JSON, time: Date)
+    /// Vendors an earlier run published that are no longer configured (found by the retained sweep; their retained
+    /// health is cleared): Home Assistant is told to remove their health sensors.
+    case vendorsRetired(Set<String>)
     /// The cache's writability may have changed (an outbox or write-behind write failed or succeeded).
     case storageHealthChanged
 }

@@ -58,6 +58,8 @@ final class HomeAssistantExtension: GatewayExtension {
             homeViewUpdated(view, payload: payload)
         case .bridgeEventPublished(let type, let data, let time):
             if type == "command_failed" { commandError(data, at: time) }
+        case .vendorsRetired(let vendors):
+            retire(vendors: vendors)
         default:
             break
         }
@@ -124,7 +126,7 @@ final class HomeAssistantExtension: GatewayExtension {
 
     /// Vendors an earlier run published that are no longer configured (found by `RetainedSweep`): the gateway
     /// device is announced again with their health sensors as removals.
-    func retire(vendors: Set<String>) {
+    private func retire(vendors: Set<String>) {
         let configured = Set(hub.config.vendors.map(\.id))
         let new = vendors.subtracting(configured).subtracting(retiredVendors)
         guard !new.isEmpty else { return }

@@ -96,11 +96,11 @@ final class RetainedSweep: GatewayExtension {
     }
 
     /// Vendors gone from the config: their retained health is cleared, and Home Assistant is told to remove their
-    /// health sensors (see `HomeAssistantExtension.retire`). Once cleared, a later start finds nothing to retire.
+    /// health sensors (`HubEvent.vendorsRetired`). Once cleared, a later start finds nothing to retire.
     func retireRemovedVendors() {
         guard !removedVendors.isEmpty else { return }
         for vendor in removedVendors.sorted() { hub.transport.publish(hub.topics.vendor(vendor), "", qos: 1, retain: true) }
-        hub.first(HomeAssistantExtension.self)?.retire(vendors: removedVendors)
+        hub.emit(.vendorsRetired(removedVendors))
         hub.logger.notice("cleared the health of vendor(s) no longer configured: \(removedVendors.sorted().joined(separator: ", "))")
         removedVendors.removeAll()
     }
