@@ -33,8 +33,6 @@ public final class CircuitBreaker: Sendable {
         public var failureRatio: Double
         /// The longest open wait: the wait starts at `firstOpenDuration` and doubles with each failed probe up to this.
         public var openDuration: Duration
-        /// Kept for configs that set it (`max_open_duration`); the wait never exceeds `openDuration`.
-        public var maxOpenDuration: Duration
         /// The open wait after a trip from closed (at most `openDuration`).
         public var firstOpenDuration: Duration
         /// A probe that never reports back frees the half-open slot after this long.
@@ -44,14 +42,13 @@ public final class CircuitBreaker: Sendable {
 
         public init(
             window: Duration = .seconds(60), minimumCalls: Int = 5, failureRatio: Double = 0.5,
-            openDuration: Duration = .seconds(30), maxOpenDuration: Duration = .seconds(600),
+            openDuration: Duration = .seconds(30),
             probeTimeout: Duration = .seconds(120), maxRecordedCalls: Int = 1000, firstOpenDuration: Duration = .seconds(5)
         ) {
             self.window = window
             self.minimumCalls = max(1, minimumCalls)
             self.failureRatio = min(max(failureRatio, 0), 1)
             self.openDuration = openDuration
-            self.maxOpenDuration = max(openDuration, maxOpenDuration)
             self.firstOpenDuration = min(max(.zero, firstOpenDuration), openDuration)
             self.probeTimeout = probeTimeout
             self.maxRecordedCalls = max(minimumCalls, maxRecordedCalls)

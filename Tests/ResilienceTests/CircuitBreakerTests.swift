@@ -123,7 +123,7 @@ struct CircuitBreakerTests {
         }
         #expect(durations == [5, 10, 20, 30, 30, 30, 30].map { Duration.seconds($0) })
 
-        let slow = makeBreaker(.init(openDuration: .seconds(60), maxOpenDuration: .seconds(600)))
+        let slow = makeBreaker(.init(openDuration: .seconds(60)))
         try trip(slow)
         var waits: [Duration] = []
         for _ in 0..<6 {

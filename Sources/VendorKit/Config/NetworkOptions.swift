@@ -120,12 +120,13 @@ public struct NetworkOptions: Sendable {
         func seconds(_ key: String, _ range: ClosedRange<Double>) -> Duration? {
             reader.number(node[key], at: "\(path).\(key)", range: range).map { .clampedSeconds($0) }
         }
+        // Older configs' `max_open_duration` is still checked but has no effect: the wait stops at `open_duration`.
+        _ = seconds("max_open_duration", 1...604_800)
         return CircuitBreaker.Settings(
             window: seconds("window", 1...86_400) ?? breaker.window,
             minimumCalls: reader.number(node["minimum_calls"], at: "\(path).minimum_calls", range: 1...10_000).map { Int($0) } ?? breaker.minimumCalls,
             failureRatio: reader.number(node["failure_ratio"], at: "\(path).failure_ratio", range: 0.01...1) ?? breaker.failureRatio,
-            openDuration: seconds("open_duration", 1...86_400) ?? breaker.openDuration,
-            maxOpenDuration: seconds("max_open_duration", 1...604_800) ?? breaker.maxOpenDuration
+            openDuration: seconds("open_duration", 1...86_400) ?? breaker.openDuration
         )
     }
 
