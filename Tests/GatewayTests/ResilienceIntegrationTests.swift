@@ -51,7 +51,9 @@ import Testing
             $0.json?["state"] as? String == "down"
         }
         #expect(down.json?["breaker"] as? String == "open")
-        #expect((down.json?["last_error"] as? [String: Any])?["code"] as? String == "vendor_unreachable")
+        // Refused connections, or a request the stopping simulator left unanswered (on a loaded machine).
+        let code = (down.json?["last_error"] as? [String: Any])?["code"] as? String
+        #expect(code == "vendor_unreachable" || code == "vendor_timeout", "\(code ?? "no code")")
         try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)/availability") { $0.text.contains("offline") }
         try await client.waitForMessage(topic: "lbs/bridge/event") { $0.text.contains("vendor_state_changed") && $0.text.contains("down") }
 

@@ -327,6 +327,26 @@ final class GatewayHub {
         }
     }
 
+    /// The broker's retained copy of a restored device's state, read back at the first connect (see
+    /// `StatePublisher`): each counter of the cached state is raised to the broker's value when that is higher.
+    /// A cache older than the broker (restored after runs without one) would otherwise publish a lower reading,
+    /// which Home Assistant books as a meter reset. Only devices whose vendor has not answered yet (stale): a
+    /// vendor's own reading is newer than either. Returns the keys raised.
+    @discardableResult
+    func floorRestoredCounters(_ id: DeviceID, atRetained retained: [String: Double]) -> [String] {
+        guard states[id]?.stale == true else { return [] }
+        var raised: [String] = []
+        for (key, value) in retained where StateKeys.spec(key)?.series == .counter {
+            guard value.isFinite, let current = states[id]?[key]?.number, current < value else { continue }
+            states[id]?.values[key] = .number(value)
+            raised.append(key)
+        }
+        if !raised.isEmpty {
+            logger.notice("\(id): the broker holds higher counter readings than the cache (\(raised.sorted().joined(separator: ", "))); continuing from the broker's")
+        }
+        return raised
+    }
+
     /// At most `max_devices` devices of one vendor (sorted by id, so the same ones stay); the rest are
     /// refused once with an error, not silently.
     private func capped(_ list: [Device], vendorID: String) -> [Device] {

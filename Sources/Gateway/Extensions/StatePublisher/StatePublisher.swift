@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import Logging
 
 /// Device topics: `<base>/device/<id>` (state snapshot), `/availability`, and the vendors' health on
 /// `<base>/bridge/vendors/<id>`. Publishes on change, everything again after a (re)connect or a
@@ -28,6 +29,15 @@ final class StatePublisher: GatewayExtension {
     /// announcement (discovery, availability, `bridge/devices`) and must go at QoS 1. A key's first value
     /// brings its discovery again, so a state with more keys counts as following one too.
     private var keysPublished: [DeviceID: Int] = [:]
+    /// Devices restored from the cache with counters, held back at the first connect until the broker's retained
+    /// copy of their state was read (`floorRestoredCounters`): the cache may be older than the broker.
+    private var awaitingFloor: Set<DeviceID> = []
+    private var floorRead = FloorRead.notStarted
+    private enum FloorRead { case notStarted, reading, done }
+    /// How long retained states are waited for after the SUBACK (they reach this extension through the inbox),
+    /// and the SUBACK at most.
+    static let floorReadGrace = Duration.milliseconds(500)
+    static let floorReadTimeout = Duration.seconds(10)
 
     /// Above this many messages waiting in the connection, vendor states are held back per device
     /// (`mqtt.max_backlog`); they go out again once it is below a quarter of that.
@@ -44,6 +54,7 @@ final class StatePublisher: GatewayExtension {
         switch event {
         case .connected:
             for health in hub.vendorHealth.values.sorted(by: { $0.vendorID < $1.vendorID }) { publishVendorHealth(health) }
+            startFloorRead()
             publishAll()
         case .homeAssistantBirth:
             publishAll()
@@ -55,12 +66,15 @@ final class StatePublisher: GatewayExtension {
             hot[device.id] = (hub.topics.device(device.id), device.type)
             keysPublished[device.id] = nil
         case .deviceRemoved(let device):
+            awaitingFloor.remove(device.id)
             hot[device.id] = nil
             keysPublished[device.id] = nil
             heldBack.remove(device.id)
             hub.transport.publish(hub.topics.device(device.id), "", qos: 1, retain: true)
             hub.transport.publish(hub.topics.availability(device.id), "", qos: 1, retain: true)
         case .stateUpdated(let id, _, _, _, let source):
+            // A fresh reading is newer than the cache and the broker: it goes out as usual.
+            awaitingFloor.remove(id)
             // A command's confirmed state never waits behind telemetry, and goes out even while disconnected:
             // its reply (queued until the reconnect) must not arrive before it.
             if source == .vendor, !hub.transport.isConnected {
@@ -83,6 +97,59 @@ final class StatePublisher: GatewayExtension {
             hub.transport.publish(hub.topics.deviceEvent(id), JSON.object(payload).render(), qos: 1, retain: false)
         default:
             break
+        }
+    }
+
+    func receive(_ route: Topics.Inbound, _ message: InboundMessage) -> Bool {
+        guard floorRead == .reading, case .other = route else { return false }
+        let prefix = hub.topics.base + "/device/"
+        guard message.topic.hasPrefix(prefix), let id = DeviceID(validating: String(message.topic.dropFirst(prefix.count))),
+              awaitingFloor.contains(id) else { return false }
+        // Only the broker's retained copy from an earlier run counts; our own live messages are not news.
+        guard message.retain, !message.payload.isEmpty, message.payload.count <= hub.config.mqtt.maxPayloadBytes,
+              case .success(.object(let fields)) = JSONValue.parse(message.payload) else { return true }
+        var numbers: [String: Double] = [:]
+        for (key, value) in fields { if case .number(let number) = value { numbers[key] = number } }
+        hub.floorRestoredCounters(id, atRetained: numbers)
+        return true
+    }
+
+    /// At the first connect, the broker's retained states of restored devices that have counters are read before
+    /// those devices are published (see `GatewayHub.floorRestoredCounters`). Without retained states there is
+    /// nothing to read.
+    private func startFloorRead() {
+        guard floorRead == .notStarted else { return }
+        guard hub.config.mqtt.retainState else {
+            floorRead = .done
+            return
+        }
+        let restored = hub.states.filter { _, state in
+            state.stale && state.values.keys.contains { StateKeys.spec($0)?.series == .counter }
+        }.map(\.key)
+        guard !restored.isEmpty else {
+            floorRead = .done
+            return
+        }
+        awaitingFloor.formUnion(restored.filter { hot[$0] != nil })
+        floorRead = .reading
+        let topics = awaitingFloor.sorted().map { hub.topics.device($0) }
+        let transport = hub.transport
+        let clock = hub.clock
+        hub.tasks.spawn { [self] in
+            guard await transport.subscribeAndWait(topics, timeout: Self.floorReadTimeout) else {
+                // The connection went (or the broker is stuck): read again at the next connect; the devices stay
+                // back until then (a vendor's fresh reading still goes out).
+                hub.logger.warning("no SUBACK for the retained states of \(topics.count) restored device(s) within \(Self.floorReadTimeout); they wait for the next connect")
+                floorRead = .notStarted
+                return
+            }
+            try? await clock.sleep(for: Self.floorReadGrace)
+            floorRead = .done
+            transport.unsubscribe(topics)
+            let held = awaitingFloor
+            awaitingFloor.removeAll()
+            guard transport.isConnected else { return }
+            for id in held.sorted() { publishState(id) }
         }
     }
 
@@ -122,7 +189,7 @@ final class StatePublisher: GatewayExtension {
         keysPublished.removeAll()
         for id in hub.devices.keys.sorted() {
             publishAvailability(id)
-            publishState(id)
+            if !awaitingFloor.contains(id) { publishState(id) }
         }
     }
 
