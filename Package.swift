@@ -16,7 +16,7 @@ let fuzzTarget: [SwiftSetting] = fuzzing ? fuzzed + [.define("LIBFUZZER")] : []
 let fuzzLink: [LinkerSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
 
 /// The vendors, one target each (`Vendor<name>` in Sources/Vendors/<name>), with what only they need.
-/// Adding a vendor: its folder, one line here, one line in Sources/Gateway/Config/VendorRegistry.swift.
+/// Adding a vendor: its folder, one line here, one line in Sources/LBSGatewayApp/VendorRegistry.swift.
 let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Demo", []),
     ("Consciousness", []),
@@ -29,10 +29,26 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Neurio", []),
     // Cognito's SRP-6a sign-in: 3072-bit arithmetic (BigInt) and SHA-256/HMAC/HKDF (swift-crypto).
     ("Emporia", ["ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")]),
-    ("Sense", [.product(name: "WSClient", package: "swift-websocket")]),
+    ("Sense", [.product(name: "WSClient", package: "swift-websocket"), .product(name: "Crypto", package: "swift-crypto")]),
     ("Matter", [.product(name: "WSClient", package: "swift-websocket")]),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
+
+/// The features, one target each (`Feature<name>` in Sources/Features/<name>): extensions of the core with what
+/// only they need. Adding a feature: its folder, one line here, one line in Sources/LBSGatewayApp/Features.swift.
+let features: [(name: String, dependencies: [Target.Dependency])] = [
+    ("HomeAssistant", []),
+    ("HomeViews", []),
+    ("Alerts", []),
+    // Scene entities are Home Assistant `scene` components.
+    ("Scenes", ["FeatureHomeAssistant"]),
+    // The HTTP listener: status page, live feed, Prometheus metrics.
+    ("StatusPage", [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Prometheus", package: "swift-prometheus"),
+                    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
+    // Active/standby pairs elected through the broker.
+    ("ActiveStandby", ["MQTT", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
+]
+let featureTargets: [Target.Dependency] = features.map { .target(name: "Feature\($0.name)") }
 
 /// Resident memory of the gateway binary (Linux). `--static-swift-stdlib` links with `-export-dynamic`, which
 /// exports every Swift symbol (4 MB of symbol tables the loader reads, and nothing can be dropped by
@@ -103,6 +119,8 @@ let package = Package(
             dependencies: [
                 "GatewayModel", "Resilience", "CurlHTTP",
                 .product(name: "Logging", package: "swift-log"),
+                // HMAC-SHA1 for one-time passwords (TOTP).
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict + fuzzed
         ),
@@ -114,24 +132,41 @@ let package = Package(
             path: "Sources/Vendors/\(vendor.name)", swiftSettings: strict + fuzzed
         )
     } + [
-        // The controller: config, topics, discovery, router, publisher, services.
+        // The command parser and its strict JSON: what a `/set` payload may be. Its own target so the fuzzer links it.
+        .target(name: "CommandParsing", dependencies: ["GatewayModel"], swiftSettings: strict + fuzzed),
+        // The core: hub, device registry, command path (parser → lanes → outbox → vendor), state publishing,
+        // topics, config, cache writer, the extension and feature protocols, the MQTT and cache services. It
+        // imports no vendor and no HTTP stack.
         .target(
-            name: "Gateway",
+            name: "GatewayCore",
             dependencies: [
-                "GatewayModel", "MQTT", "VendorKit", "Resilience", "Cache",
+                "GatewayModel", "MQTT", "VendorKit", "Resilience", "Cache", "CommandParsing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
-                // The HTTP listener (`http.listen`): Prometheus metrics.
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-            ] + vendorTargets,
+            ],
             swiftSettings: strict + fuzzed
+        ),
+    ] + features.map { feature in
+        // One target per feature (Sources/Features/<Name>): an extension of the core and what only it needs.
+        .target(
+            name: "Feature\(feature.name)", dependencies: ["GatewayCore", "GatewayModel", "Cache", "VendorKit",
+                .product(name: "Logging", package: "swift-log")] + feature.dependencies,
+            path: "Sources/Features/\(feature.name)", swiftSettings: strict
+        )
+    } + [
+        // The composition root: the registry of vendors, the features in dispatch order, the services. The
+        // executable, the benchmarks and the tests build the same gateway from it.
+        .target(
+            name: "LBSGatewayApp",
+            dependencies: ["GatewayCore", "VendorKit", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")] + featureTargets + vendorTargets,
+            swiftSettings: strict
         ),
         .executableTarget(
             name: "LBSGatewayCLI",
             dependencies: [
-                "Gateway", "Cache", "VendorKit", "CMalloc",
+                "LBSGatewayApp", "GatewayCore", "FeatureActiveStandby", "Cache", "VendorKit", "CMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -157,7 +192,7 @@ let package = Package(
         // Simulators of the energy, water and air vendors (recorded responses plus the real devices' traps).
         .target(
             name: "VendorSimulators",
-            dependencies: ["SimulatorKit", "GatewayModel", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "Yams", package: "Yams"),
+            dependencies: ["SimulatorKit", "GatewayModel", "VendorKit", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "Yams", package: "Yams"),
                            "ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
@@ -171,16 +206,20 @@ let package = Package(
         .target(name: "VendorTesting", dependencies: ["GatewayModel", "VendorKit"], swiftSettings: strict),
         .executableTarget(
             name: "Bench",
-            dependencies: ["Gateway", "MQTT", "Cache", "GatewayTesting", "VendorKit", "VendorDemo", "GatewayModel", "CMosquitto", "ConsciousnessSimulator", "CurlHTTP", "VendorSimulators",
+            dependencies: ["LBSGatewayApp", "GatewayCore", "MQTT", "Cache", "GatewayTesting", "VendorKit", "VendorDemo", "GatewayModel", "CMosquitto", "ConsciousnessSimulator", "CurlHTTP", "VendorSimulators",
                            .product(name: "Logging", package: "swift-log")],
             path: "Sources/Bench",
             swiftSettings: strict
         ),
 
-        // libFuzzer harnesses (deploy/fuzz.sh); the command parser's is built by the script alone.
+        // libFuzzer harnesses (deploy/fuzz.sh).
         .target(name: "FuzzDriver", path: "Fuzz/FuzzDriver", swiftSettings: strict + fuzzTarget),
         .executableTarget(
-            name: "ConfigFuzz", dependencies: ["FuzzDriver", "Gateway", "VendorKit"], path: "Fuzz/ConfigFuzz",
+            name: "CommandParserFuzz", dependencies: ["FuzzDriver", "CommandParsing", "GatewayModel"], path: "Fuzz/CommandParserFuzz",
+            swiftSettings: strict + fuzzTarget, linkerSettings: fuzzLink
+        ),
+        .executableTarget(
+            name: "ConfigFuzz", dependencies: ["FuzzDriver", "LBSGatewayApp", "GatewayCore", "VendorKit"], path: "Fuzz/ConfigFuzz",
             swiftSettings: strict + fuzzTarget, linkerSettings: fuzzLink
         ),
         .executableTarget(
@@ -196,14 +235,15 @@ let package = Package(
         .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
         .testTarget(
             name: "VendorTests",
-            dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "Gateway", "GatewayModel", "Resilience", "CurlHTTP",
+            dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "LBSGatewayApp", "GatewayCore", "GatewayModel", "Resilience", "CurlHTTP",
                            .product(name: "Logging", package: "swift-log"), .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "BigInt", package: "BigInt"), "ModularPower",
                            .product(name: "WSClient", package: "swift-websocket")] + vendorTargets,
             swiftSettings: strict
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "GatewayTesting", "ConsciousnessSimulator", "VendorSimulators", "Cache", "GatewayModel", "VendorKit", "VendorTesting"] + vendorTargets,
+            dependencies: ["LBSGatewayApp", "GatewayCore", "CommandParsing", "GatewayTesting", "ConsciousnessSimulator", "VendorSimulators", "Cache", "GatewayModel", "VendorKit", "VendorTesting",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")] + featureTargets + vendorTargets,
             swiftSettings: strict
         ),
     ],

@@ -56,26 +56,14 @@ wanted() { [[ " ${targets[*]} " == *" $1 "* ]]; }
 quiet() { { grep -v "Cannot export local symbol '__asan" || true; } >&2; }
 
 build_start=$SECONDS
-if wanted command-parser; then
-    # GatewayModel as its own module (it has no dependencies), then CommandParser.swift and the harness
-    # against it: the package itself is not involved, so the target builds without SwiftPM.
-    flags=(-parse-as-library -O -sanitize=fuzzer,address -swift-version 6 -enable-upcoming-feature ExistentialAny
-           -enable-upcoming-feature MemberImportVisibility -warnings-as-errors)
-    echo "fuzz: building the command-parser target"
-    swiftc "${flags[@]}" -emit-library -static -emit-module -module-name GatewayModel \
-        -emit-module-path "$out/GatewayModel.swiftmodule" -o "$out/libGatewayModel.a" \
-        Sources/GatewayModel/*.swift Sources/GatewayModel/Errors/*.swift
-    swiftc "${flags[@]}" -module-name CommandParserFuzz -I "$out" -L "$out" -lGatewayModel \
-        Sources/Gateway/Routing/CommandParser.swift Fuzz/CommandParserFuzz/main.swift \
-        -o "$out/command-parser-fuzz" 2> >(quiet)
-fi
-# The config loader and the vendors need the package's dependencies (Yams, swift-crypto, NIO …): SwiftPM builds
-# them in the usual scratch path, unchanged, so the test build reuses them; LBS_FUZZ=1 instruments the gateway's
+# Every harness is a package target (the command parser's links the `CommandParsing` target): SwiftPM builds
+# the dependencies in the usual scratch path, unchanged, so the test build reuses them; LBS_FUZZ=1 instruments the gateway's
 # own modules (see Package.swift). The binaries are copied out: the next normal build replaces them with the
 # replay tools of the same name.
-for target in config vendors; do
+declare -A products=([command-parser]=CommandParserFuzz [config]=ConfigFuzz [vendors]=VendorFuzz)
+for target in command-parser config vendors; do
     wanted "$target" || continue
-    product=$([[ $target == config ]] && echo ConfigFuzz || echo VendorFuzz)
+    product=${products[$target]}
     echo "fuzz: building the $target target ($product)"
     LBS_FUZZ=1 swift build --product "$product" 2>&1 | quiet
     cp "$(LBS_FUZZ=1 swift build --product "$product" --show-bin-path)/$product" "$out/$target-fuzz"

@@ -4,7 +4,8 @@
 // what the loader promises. Seeds: Fuzz/corpus/config. Run by deploy/fuzz.sh; see FuzzDriver for replay.
 
 import FuzzDriver
-import Gateway
+import GatewayCore
+import LBSGatewayApp
 import VendorKit
 
 @main enum ConfigFuzz {
@@ -23,7 +24,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         if config.vendors.isEmpty { violated("accepted a config without vendors", bytes) }
         let ids = config.vendors.map(\.id)
         if Set(ids).count != ids.count { violated("accepted a vendor id twice: \(ids)", bytes) }
-        for vendor in config.vendors where !VendorCatalog.types.contains(vendor.type) {
+        for vendor in config.vendors where !VendorCatalog.all.types.contains(vendor.type) {
             violated("accepted the unknown vendor type \(vendor.type)", bytes)
         }
         let url = config.mqtt.url.lowercased()

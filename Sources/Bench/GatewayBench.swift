@@ -1,6 +1,7 @@
 import CMosquitto
 import Foundation
-import Gateway
+import GatewayCore
+import LBSGatewayApp
 import GatewayModel
 import GatewayTesting
 import Logging

@@ -2,7 +2,9 @@ import ArgumentParser
 import Cache
 import CMalloc
 import Foundation
-import Gateway
+import FeatureActiveStandby
+import GatewayCore
+import LBSGatewayApp
 import Logging
 import VendorKit
 import ServiceLifecycle

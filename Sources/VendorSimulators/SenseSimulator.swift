@@ -3,6 +3,7 @@ import Foundation
 import GatewayModel
 import SimulatorKit
 import Synchronization
+import VendorKit
 
 /// Sense on loopback: the REST sign-in (`/authenticate`, the one-time-code step `/authenticate/mfa` when
 /// `totpSecret` is set, `/renew`), the daily trends, and the realtime WebSocket feed

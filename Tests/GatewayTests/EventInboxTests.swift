@@ -1,5 +1,5 @@
 import Foundation
-import Gateway
+import GatewayCore
 import GatewayModel
 import GatewayTesting
 import Testing

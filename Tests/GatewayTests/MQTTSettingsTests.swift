@@ -1,5 +1,12 @@
 import Foundation
-@testable import Gateway
+import CommandParsing
+@testable import FeatureAlerts
+@testable import FeatureHomeAssistant
+@testable import FeatureHomeViews
+@testable import FeatureScenes
+@testable import FeatureStatusPage
+@testable import GatewayCore
+@testable import LBSGatewayApp
 import MQTT
 import Testing
 import VendorKit

@@ -1,6 +1,13 @@
 import Cache
 import Foundation
-@testable import Gateway
+import CommandParsing
+@testable import FeatureAlerts
+@testable import FeatureHomeAssistant
+@testable import FeatureHomeViews
+@testable import FeatureScenes
+@testable import FeatureStatusPage
+@testable import GatewayCore
+@testable import LBSGatewayApp
 import GatewayTesting
 import Testing
 

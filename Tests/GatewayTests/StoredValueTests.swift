@@ -1,4 +1,11 @@
-@testable import Gateway
+import CommandParsing
+@testable import FeatureAlerts
+@testable import FeatureHomeAssistant
+@testable import FeatureHomeViews
+@testable import FeatureScenes
+@testable import FeatureStatusPage
+@testable import GatewayCore
+@testable import LBSGatewayApp
 import GatewayModel
 import Testing
 

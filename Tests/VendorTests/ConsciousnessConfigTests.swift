@@ -1,5 +1,6 @@
 import Foundation
-@testable import Gateway
+@testable import GatewayCore
+@testable import LBSGatewayApp
 import GatewayModel
 import Resilience
 import Testing

@@ -1,6 +1,7 @@
 import CurlHTTP
 import Foundation
-@testable import Gateway
+@testable import GatewayCore
+@testable import LBSGatewayApp
 import GatewayModel
 import GatewayTesting
 import Resilience
@@ -213,7 +214,7 @@ import VendorTesting
         #expect(https.password.reveal() == "TESLA")
         let http = try #require(PowerwallVendorFactory.parse(config.vendors[1], reader: &reader, environment: [:]))
         #expect(http.network.tls == .system && http.network.pollInterval == .seconds(10))
-        #expect(VendorCatalog.tlsEndpoint(config.vendors[0])?.policy == .firstUse)
+        #expect(VendorCatalog.all.tlsEndpoint(config.vendors[0])?.policy == .firstUse)
         // Without storage the first-use pin could not survive a restart: a config error names the key.
         guard case .failure(let failure) = ConfigLoader.parse(yaml: """
             mqtt: {url: mqtt://localhost}

@@ -1,5 +1,6 @@
 import Foundation
-@testable import Gateway
+@testable import GatewayCore
+@testable import LBSGatewayApp
 import GatewayModel
 import GatewayTesting
 import Resilience
@@ -83,8 +84,8 @@ import VendorKit
     @Test func theRegistryNamesEachTypeOnceAndDrivesTheCatalog() {
         let names = VendorRegistry.factories.map { $0.typeName }
         #expect(Set(names).count == names.count)
-        #expect(VendorCatalog.types.starts(with: ["demo", "consciousness"]))
-        #expect(VendorCatalog.networkTypes.contains("consciousness") && !VendorCatalog.networkTypes.contains("demo"))
+        #expect(VendorCatalog.all.types.starts(with: ["demo", "consciousness"]))
+        #expect(VendorCatalog.all.networkTypes.contains("consciousness") && !VendorCatalog.all.networkTypes.contains("demo"))
         #expect(DemoVendorFactory.isNetworkVendor == false && ConsciousnessVendorFactory.isNetworkVendor)
     }
 
@@ -94,12 +95,12 @@ import VendorKit
             return
         }
         #expect(failure.problems.first?.path == "vendors[0].type")
-        #expect(failure.problems.first?.fix.contains(VendorCatalog.types.joined(separator: ", ")) == true)
+        #expect(failure.problems.first?.fix.contains(VendorCatalog.all.types.joined(separator: ", ")) == true)
     }
 
     @Test func theCatalogBuildsARegisteredVendorFromItsEntry() throws {
         let config = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://localhost}\nvendors:\n  - {type: demo, id: lab, devices: 3, poll_interval: 2}\n").get()
-        let vendor = try VendorCatalog.make(config.vendors[0], sink: VendorEventSink { _ in }, context: VendorContext(), environment: [:])
+        let vendor = try VendorCatalog.all.make(config.vendors[0], sink: VendorEventSink { _ in }, context: VendorContext(), environment: [:])
         #expect(vendor.instanceID == "lab" && vendor.typeName == "demo")
         let plain = DemoVendor(instanceID: "lab", options: DemoOptions(), sink: VendorEventSink { _ in })
         #expect((vendor as? DemoVendor)?.devices.count == plain.devices.count + 3)

@@ -1,4 +1,5 @@
 import CurlHTTP
+import Crypto
 import Foundation
 import GatewayModel
 import Logging
@@ -74,7 +75,7 @@ public final class SenseVendor: Vendor {
         http.redactor.set("password", options.password)
         if let secret = options.totpSecret { http.redactor.set("totp", secret) }
         // Until the cache answers (or without one): an id derived from the instance and account, stable too.
-        let installID = InstallID(String(TOTP.hex(TOTP.sha1(Array("lbs-gateway/\(instanceID)/\(options.email.lowercased())".utf8))).prefix(32)))
+        let installID = InstallID(String(hexString(Insecure.SHA1.hash(data: Array("lbs-gateway/\(instanceID)/\(options.email.lowercased())".utf8))).prefix(32)))
         deviceIDs = installID
         session = Self.makeSession(http: http, options: options, tokens: tokens) { installID.current }
         stream = ReconnectingStream(vendorID: instanceID, sink: sink, clock: context.clock, now: context.now, policy: options.reconnect)
@@ -332,7 +333,7 @@ public final class SenseVendor: Vendor {
     func adoptStoredDeviceID() async {
         guard let store = context.valueStore else { return }
         var generator = SystemRandomNumberGenerator()
-        let fresh = TOTP.hex((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let fresh = hexString((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
         do {
             let kept = try await store.value("device_id", vendorID: instanceID, storingIfAbsent: fresh)
             deviceIDs.set(kept)

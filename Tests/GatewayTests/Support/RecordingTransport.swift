@@ -1,5 +1,5 @@
 import Foundation
-import Gateway
+import GatewayCore
 import Synchronization
 
 /// A unit-test transport that records what the controller publishes (integration tests use a real broker).

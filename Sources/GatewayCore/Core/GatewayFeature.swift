@@ -1,0 +1,51 @@
+import Logging
+
+/// What the core hands a feature when it builds its extensions: the hub, the command path and the cache.
+@GatewayActor
+package struct GatewayParts {
+    package let hub: GatewayHub
+    package let bridge: BridgeAPI
+    package let commands: Commands
+    package let persistence: Persistence?
+    package let cache: CacheWriter?
+}
+
+/// A feature: one folder, one target (`Feature<Name>` in Sources/Features/<Name>) and one line in the
+/// composition root (`LBSGatewayApp`'s `GatewayApp.features`), which lists the features in dispatch order.
+/// A feature adds extensions to the core (none when its config leaves it off) and may run work beside the
+/// gateway (the HTTP listener) until shutdown. Features never look each other up: they talk through `HubEvent`s.
+package protocol GatewayFeature: Sendable {
+    /// The feature's extensions for this controller, in the order they receive events.
+    @GatewayActor func extensions(_ parts: GatewayParts) -> [any GatewayExtension]
+    /// Work beside the gateway, from the broker connection's start until it is cancelled at shutdown.
+    func run(_ controller: GatewayController, logger: Logger) async
+}
+
+extension GatewayFeature {
+    package func run(_ controller: GatewayController, logger: Logger) async {}
+}
+
+/// The core's own extensions, placed among the features by the composition root.
+package enum CoreFeature: GatewayFeature {
+    /// `bridge/request/*`, `bridge/info`, `bridge/devices`, `bridge/health` (first: on a connect the bridge
+    /// topics go out before anything else).
+    case bridgeAPI
+    /// Device state, availability and vendor health topics.
+    case statePublisher
+    /// The write-behind cache (with `storage:`).
+    case cache
+    /// The command path: parser, lanes, outbox, vendor call, confirmation.
+    case commands
+    /// Clears what an earlier run published that nobody owns any more.
+    case retainedSweep
+
+    package func extensions(_ parts: GatewayParts) -> [any GatewayExtension] {
+        switch self {
+        case .bridgeAPI: [parts.bridge]
+        case .statePublisher: [StatePublisher(hub: parts.hub)]
+        case .cache: parts.cache.map { [$0] } ?? []
+        case .commands: [parts.commands]
+        case .retainedSweep: [RetainedSweep(hub: parts.hub)]
+        }
+    }
+}

@@ -1,0 +1,68 @@
+/// A received MQTT message, as the controller needs it.
+public struct InboundMessage: Sendable, Hashable {
+    public var topic: String
+    public var payload: [UInt8]
+    /// Set when the broker delivered a stored (retained) message, e.g. at subscribe time.
+    public var retain: Bool
+    /// MQTT v5 request/response properties.
+    public var responseTopic: String?
+    public var correlationData: [UInt8]?
+
+    public init(topic: String, payload: [UInt8], retain: Bool = false, responseTopic: String? = nil, correlationData: [UInt8]? = nil) {
+        self.topic = topic
+        self.payload = payload
+        self.retain = retain
+        self.responseTopic = responseTopic
+        self.correlationData = correlationData
+    }
+}
+
+/// What the controller needs from an MQTT connection. `MQTTTransport` implements it over
+/// libmosquitto; unit tests use a recording one.
+public protocol MessageTransport: Sendable {
+    /// Queues a message; never blocks. QoS 0 messages may be dropped while disconnected.
+    func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?)
+    /// Publishes at QoS 1 and waits (bounded) for the broker's acknowledgement.
+    func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool
+    func subscribe(_ filters: [String])
+    /// Subscribes and waits (bounded) for the broker's SUBACK: retained messages on the filters follow it.
+    /// False when it was not acknowledged in time.
+    func subscribeAndWait(_ filters: [String], timeout: Duration) async -> Bool
+    func unsubscribe(_ filters: [String])
+    /// What the connection had to drop (reported in `health` and `bridge/info`).
+    var stats: TransportStats { get }
+    /// Messages handed to the connection and not yet written to the socket. Telemetry holds back
+    /// (coalescing per device) while this is high, so commands and replies never queue behind it.
+    var outgoingBacklog: Int { get }
+    /// True between CONNACK (after the offline queue went out) and the connection's loss.
+    var isConnected: Bool { get }
+}
+
+/// Drop counters of a transport.
+public struct TransportStats: Sendable, Equatable {
+    /// Inbound messages dropped because the gateway fell behind.
+    public var droppedInbound = 0
+    /// Publishes dropped while the broker could not be reached.
+    public var droppedOffline = 0
+
+    public init(droppedInbound: Int = 0, droppedOffline: Int = 0) {
+        self.droppedInbound = droppedInbound
+        self.droppedOffline = droppedOffline
+    }
+}
+
+extension MessageTransport {
+    public func unsubscribe(_ filters: [String]) {}
+    /// A transport without acknowledgements (a recording one in unit tests) only subscribes.
+    public func subscribeAndWait(_ filters: [String], timeout: Duration) async -> Bool {
+        subscribe(filters)
+        return true
+    }
+    public var stats: TransportStats { TransportStats() }
+    public var outgoingBacklog: Int { 0 }
+    public var isConnected: Bool { true }
+
+    package func publish(_ topic: String, _ payload: String, qos: Int = 0, retain: Bool = false) {
+        publish(topic, payload, qos: qos, retain: retain, correlationData: nil)
+    }
+}

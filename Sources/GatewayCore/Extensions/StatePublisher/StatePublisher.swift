@@ -1,0 +1,227 @@
+import Foundation
+import GatewayModel
+import Logging
+
+/// Device topics: `<base>/device/<id>` (state snapshot), `/availability`, and the vendors' health on
+/// `<base>/bridge/vendors/<id>`. Publishes on change, everything again after a (re)connect or a
+/// Home Assistant birth.
+///
+/// A state never overtakes what was published before it. The MQTT client sends QoS 0 at once but holds QoS 1
+/// behind its in-flight window, so in a burst a QoS 0 state would reach the broker before the device's
+/// discovery, availability and `bridge/devices` (all QoS 1). A state therefore goes at QoS 1 while the
+/// connection has anything waiting, and always when the device was announced (or its availability or
+/// description changed) since its last state, so a QoS 1 subscriber gets it behind those too. While the
+/// connection is down, vendor states are not queued: the connect's republish sends them, in order.
+@GatewayActor
+package final class StatePublisher: GatewayExtension {
+    package let hub: GatewayHub
+    /// Per device, what a publish needs, computed once (copying a whole `Device` per update would retain each of its strings).
+    private var hot: [DeviceID: (topic: String, type: DeviceType)] = [:]
+    /// A tick of a polling vendor stamps many devices with one time: format it once.
+    private var lastSeenCache: (Date, String)?
+    /// Devices whose state is held back while the connection cannot keep up: latest wins, so memory is
+    /// bounded by the number of devices, not by the update rate.
+    private var heldBack: Set<DeviceID> = []
+    private var drainScheduled = false
+    /// States held back since start (each a state superseded by a newer one before it went out, or delayed).
+    package private(set) var coalescedStates = 0
+    /// Per device, how many keys its last published state had; absent when its next state follows a fresh
+    /// announcement (discovery, availability, `bridge/devices`) and must go at QoS 1. A key's first value
+    /// brings its discovery again, so a state with more keys counts as following one too.
+    private var keysPublished: [DeviceID: Int] = [:]
+    /// Devices restored from the cache with counters, held back at the first connect until the broker's retained
+    /// copy of their state was read (`floorRestoredCounters`): the cache may be older than the broker.
+    private var awaitingFloor: Set<DeviceID> = []
+    private var floorRead = FloorRead.notStarted
+    private enum FloorRead { case notStarted, reading, done }
+    /// How long retained states are waited for after the SUBACK (they reach this extension through the inbox),
+    /// and the SUBACK at most.
+    package static let floorReadGrace = Duration.milliseconds(500)
+    package static let floorReadTimeout = Duration.seconds(10)
+
+    /// Above this many messages waiting in the connection, vendor states are held back per device
+    /// (`mqtt.max_backlog`); they go out again once it is below a quarter of that.
+    package let backlogLimit: Int
+    package var backlogResume: Int { backlogLimit / 4 }
+    package static let drainTick = Duration.milliseconds(20)
+
+    package init(hub: GatewayHub) {
+        self.hub = hub
+        backlogLimit = hub.config.mqtt.maxBacklog
+    }
+
+    package func handle(_ event: HubEvent) {
+        switch event {
+        case .connected:
+            for health in hub.vendorHealth.values.sorted(by: { $0.vendorID < $1.vendorID }) { publishVendorHealth(health) }
+            startFloorRead()
+            publishAll()
+        case .homeAssistantBirth:
+            publishAll()
+        case .deviceAdded(let device, let restored):
+            hot[device.id] = (hub.topics.device(device.id), device.type)
+            keysPublished[device.id] = nil
+            if !restored { publishAvailability(device.id) }
+        case .deviceChanged(let device):
+            hot[device.id] = (hub.topics.device(device.id), device.type)
+            keysPublished[device.id] = nil
+        case .deviceRemoved(let device):
+            awaitingFloor.remove(device.id)
+            hot[device.id] = nil
+            keysPublished[device.id] = nil
+            heldBack.remove(device.id)
+            hub.transport.publish(hub.topics.device(device.id), "", qos: 1, retain: true)
+            hub.transport.publish(hub.topics.availability(device.id), "", qos: 1, retain: true)
+        case .stateUpdated(let id, _, _, _, let source):
+            // A fresh reading is newer than the cache and the broker: it goes out as usual.
+            awaitingFloor.remove(id)
+            // A command's confirmed state never waits behind telemetry, and goes out even while disconnected:
+            // its reply (queued until the reconnect) must not arrive before it.
+            if source == .vendor, !hub.transport.isConnected {
+                return
+            } else if source == .vendor, !heldBack.isEmpty || hub.transport.outgoingBacklog > backlogLimit {
+                holdBack(id)
+            } else {
+                publishState(id)
+            }
+        case .availabilityChanged(let id, _):
+            keysPublished[id] = nil
+            publishAvailability(id)
+        case .vendorHealthChanged(let health, _):
+            publishVendorHealth(health)
+        case .deviceEvent(let id, let type, let data, let time):
+            // Home Assistant's `event` entity reads `event_type`; the rest are its attributes.
+            var payload: [String: JSON] = data.mapValues(JSON.init)
+            payload["event_type"] = .string(type)
+            payload["time"] = .string(ISOTime.format(time))
+            hub.transport.publish(hub.topics.deviceEvent(id), JSON.object(payload).render(), qos: 1, retain: false)
+        default:
+            break
+        }
+    }
+
+    package func receive(_ route: Topics.Inbound, _ message: InboundMessage) -> Bool {
+        guard floorRead == .reading, case .other = route else { return false }
+        let prefix = hub.topics.base + "/device/"
+        guard message.topic.hasPrefix(prefix), let id = DeviceID(validating: String(message.topic.dropFirst(prefix.count))),
+              awaitingFloor.contains(id) else { return false }
+        // Only the broker's retained copy from an earlier run counts; our own live messages are not news.
+        guard message.retain, !message.payload.isEmpty, message.payload.count <= hub.config.mqtt.maxPayloadBytes,
+              case .success(.object(let fields)) = JSONValue.parse(message.payload) else { return true }
+        var numbers: [String: Double] = [:]
+        for (key, value) in fields { if case .number(let number) = value { numbers[key] = number } }
+        hub.floorRestoredCounters(id, atRetained: numbers)
+        return true
+    }
+
+    /// At the first connect, the broker's retained states of restored devices that have counters are read before
+    /// those devices are published (see `GatewayHub.floorRestoredCounters`). Without retained states there is
+    /// nothing to read.
+    private func startFloorRead() {
+        guard floorRead == .notStarted else { return }
+        guard hub.config.mqtt.retainState else {
+            floorRead = .done
+            return
+        }
+        let restored = hub.states.filter { _, state in
+            state.stale && state.values.keys.contains { StateKeys.spec($0)?.series == .counter }
+        }.map(\.key)
+        guard !restored.isEmpty else {
+            floorRead = .done
+            return
+        }
+        awaitingFloor.formUnion(restored.filter { hot[$0] != nil })
+        floorRead = .reading
+        let topics = awaitingFloor.sorted().map { hub.topics.device($0) }
+        let transport = hub.transport
+        let clock = hub.clock
+        hub.tasks.spawn { [self] in
+            guard await transport.subscribeAndWait(topics, timeout: Self.floorReadTimeout) else {
+                // The connection went (or the broker is stuck): read again at the next connect; the devices stay
+                // back until then (a vendor's fresh reading still goes out).
+                hub.logger.warning("no SUBACK for the retained states of \(topics.count) restored device(s) within \(Self.floorReadTimeout); they wait for the next connect")
+                floorRead = .notStarted
+                return
+            }
+            try? await clock.sleep(for: Self.floorReadGrace)
+            floorRead = .done
+            transport.unsubscribe(topics)
+            let held = awaitingFloor
+            awaitingFloor.removeAll()
+            guard transport.isConnected else { return }
+            for id in held.sorted() { publishState(id) }
+        }
+    }
+
+    package func report(into report: inout BridgeReport) {
+        report.queues["states_held_back"] = .number(Double(heldBack.count))
+        report.dropped["coalesced_states"] = .number(Double(coalescedStates))
+    }
+
+    private func holdBack(_ id: DeviceID) {
+        if !heldBack.insert(id).inserted { coalescedStates += 1 }
+        guard !drainScheduled else { return }
+        drainScheduled = true
+        let clock = hub.clock
+        hub.tasks.spawn { [self] in
+            while !Task.isCancelled, !heldBack.isEmpty {
+                try? await clock.sleep(for: Self.drainTick)
+                drainHeldBack()
+            }
+            drainScheduled = false
+        }
+    }
+
+    /// Once the connection drained, publishes each held-back device's latest state, as many as fit.
+    private func drainHeldBack() {
+        let backlog = hub.transport.outgoingBacklog
+        guard backlog <= backlogResume else { return }
+        var room = backlogLimit - backlog
+        while room > 0, let id = heldBack.popFirst() {
+            publishState(id)
+            room -= 1
+        }
+    }
+
+    /// Availability before state for each device, so a consumer never sees values of a device it thinks offline.
+    private func publishAll() {
+        heldBack.removeAll()
+        keysPublished.removeAll()
+        for id in hub.devices.keys.sorted() {
+            publishAvailability(id)
+            if !awaitingFloor.contains(id) { publishState(id) }
+        }
+    }
+
+    private func publishState(_ id: DeviceID) {
+        guard let info = hot[id], let state = hub.states[id] else { return }
+        var lastSeenText: String?
+        if let lastSeen = state.lastSeen {
+            if let cached = lastSeenCache, cached.0 == lastSeen {
+                lastSeenText = cached.1
+            } else {
+                let text = ISOTime.format(lastSeen)
+                lastSeenCache = (lastSeen, text)
+                lastSeenText = text
+            }
+        }
+        // QoS 1 joins the client's queue behind every QoS 1 message before it; QoS 0 only when nothing waits.
+        let announced = keysPublished[id].map { state.values.count > $0 } ?? true
+        let qos = announced || hub.transport.outgoingBacklog > 0 ? 1 : 0
+        keysPublished[id] = state.values.count
+        hub.transport.publish(info.topic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
+                              qos: qos, retain: hub.config.mqtt.retainState)
+        hub.counters.statesPublished += 1
+    }
+
+    private func publishAvailability(_ id: DeviceID) {
+        // Unknown (a device restored from the cache whose vendor has not answered yet): the broker keeps what
+        // the previous run left.
+        guard let online = hub.availability[id] else { return }
+        hub.transport.publish(hub.topics.availability(id), online ? #"{"state":"online"}"# : #"{"state":"offline"}"#, qos: 1, retain: true)
+    }
+
+    private func publishVendorHealth(_ health: VendorHealth) {
+        hub.transport.publish(hub.topics.vendor(health.vendorID), hub.vendorHealthJSON(health).render(), qos: 1, retain: true)
+    }
+}

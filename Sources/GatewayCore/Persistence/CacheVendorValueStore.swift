@@ -1,0 +1,19 @@
+import Cache
+import VendorKit
+
+/// Vendors' small lasting values in the SQLite cache (`vendor_value`), read and written on a Dispatch thread.
+package struct CacheVendorValueStore: VendorValueStore {
+    package let store: GatewayStore
+
+    package func value(_ key: String, vendorID: String, storingIfAbsent value: String) async throws -> String {
+        try await store.run { try $0.vendorValue(key, vendorID: vendorID, storingIfAbsent: value) }
+    }
+
+    package func storedValue(_ key: String, vendorID: String) async throws -> String? {
+        try await store.run { try $0.storedValue(key, vendorID: vendorID) }
+    }
+
+    package func store(_ value: String, key: String, vendorID: String) async throws {
+        try await store.run { try $0.storeValue(value, key: key, vendorID: vendorID) }
+    }
+}

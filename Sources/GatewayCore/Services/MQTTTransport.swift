@@ -1,0 +1,88 @@
+import Foundation
+import MQTT
+import VendorKit
+
+/// `MessageTransport` over our libmosquitto client.
+public struct MQTTTransport: MessageTransport {
+    package let client: MQTTClient
+
+    public init(client: MQTTClient) {
+        self.client = client
+    }
+
+    public func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?) {
+        client.publish(topic, payload, qos: qos == 0 ? .atMostOnce : .atLeastOnce, retain: retain,
+                       properties: MQTTPublishProperties(correlationData: correlationData))
+    }
+
+    public func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool {
+        do {
+            try await client.publishAndWait(topic, Array(payload.utf8), qos: .atLeastOnce, retain: retain, timeout: timeout)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Outgoing messages dropped while the broker was unreachable (for health reporting).
+    public var droppedOfflineMessages: Int { client.droppedOfflineMessages }
+
+    /// Messages waiting for the broker now.
+    public var offlineQueueDepth: Int { client.offlineQueueDepth }
+
+    public func subscribe(_ filters: [String]) {
+        try? client.subscribe(filters, qos: .atLeastOnce)
+    }
+
+    public func subscribeAndWait(_ filters: [String], timeout: Duration) async -> Bool {
+        do {
+            _ = try await client.subscribeAndWait(filters, qos: .atLeastOnce, timeout: timeout)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    public func unsubscribe(_ filters: [String]) {
+        try? client.unsubscribe(filters)
+    }
+
+    public var outgoingBacklog: Int { client.outgoingBacklog }
+
+    public var isConnected: Bool { client.isConnected }
+
+    public var stats: TransportStats {
+        TransportStats(droppedInbound: client.droppedInboundMessages, droppedOffline: client.droppedOfflineMessages)
+    }
+
+    /// Maps the gateway's settings to the client's, including the Last Will on `<base>/bridge/state`.
+    public static func configuration(for config: GatewayConfig) throws -> MQTTConfiguration {
+        var mqtt = try MQTTConfiguration(url: config.mqtt.url, clientID: config.mqtt.clientID)
+        mqtt.protocolVersion = config.mqtt.version == .v5 ? .v5 : .v311
+        mqtt.keepAlive = .seconds(config.mqtt.keepAlive)
+        mqtt.username = config.mqtt.username
+        mqtt.password = config.mqtt.password?.reveal()
+        if config.mqtt.caFile != nil || config.mqtt.caPath != nil || config.mqtt.certFile != nil || mqtt.broker.usesTLS {
+            mqtt.tls = MQTTTLSOptions(caFile: config.mqtt.caFile, caPath: config.mqtt.caPath,
+                                      certificateFile: config.mqtt.certFile, keyFile: config.mqtt.keyFile)
+        }
+        mqtt.will = MQTTWill(topic: Topics(base: config.mqtt.baseTopic).bridgeState, payload: #"{"state":"offline"}"#, qos: .atLeastOnce, retain: true)
+        if config.mqtt.sessionExpiry > 0 {
+            mqtt.cleanStart = false
+            mqtt.sessionExpiry = .seconds(config.mqtt.sessionExpiry)
+        }
+        if let pair = config.highAvailability {
+            // The standby takes over this very session when the active dies: the commands queued for it meanwhile
+            // are delivered, and the delayed will is dropped, so Home Assistant never sees the pair offline.
+            mqtt.cleanStart = false
+            mqtt.sessionExpiry = .seconds(max(pair.sessionExpiry, config.mqtt.sessionExpiry))
+            mqtt.will?.delay = .seconds(pair.willDelay)
+        }
+        mqtt.reconnect = MQTTReconnectPolicy(
+            minDelay: .milliseconds(Int64(config.mqtt.reconnectMinDelay * 1000)),
+            maxDelay: .milliseconds(Int64(config.mqtt.reconnectMaxDelay * 1000)))
+        mqtt.inboundBufferSize = 4096
+        mqtt.offlineQueueLimit = config.mqtt.offlineQueueSize
+        return mqtt
+    }
+}
