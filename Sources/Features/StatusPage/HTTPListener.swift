@@ -26,7 +26,8 @@ package enum HTTPListener {
     /// EventLoop that has already shut down" on about every other SIGTERM.
     package static let eventLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
-    package static func run(settings: HTTPSettings, endpoints: StatusPageFeature.Endpoints, controller: GatewayController, logger: Logger) async {
+    /// The server, with every route; `HTTPListenerService` runs it.
+    package static func application(settings: HTTPSettings, feature: StatusPageFeature, logger: Logger) -> some ApplicationProtocol {
         let router = Router()
         // Security headers on every answer, then the Host/Origin check before anything else (authentication
         // included): a page that re-resolved its own name to this box gets nothing from it.
@@ -43,13 +44,15 @@ package enum HTTPListener {
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: StatusPageHTML.page)))
         }
         router.get("/api/status") { _, _ -> Response in
-            json(.ok, await endpoints.page?.statusText() ?? "{}")
+            guard let endpoints = feature.endpoints else { return starting }
+            return json(.ok, await endpoints.page?.statusText() ?? "{}")
         }
         router.get("/api/energy") { _, _ -> Response in
-            json(.ok, await endpoints.page?.energyHistoryText() ?? "{}")
+            guard let endpoints = feature.endpoints else { return starting }
+            return json(.ok, await endpoints.page?.energyHistoryText() ?? "{}")
         }
         router.get("/api/live") { _, _ -> Response in
-            guard let feed = endpoints.feed else { return json(.serviceUnavailable, #"{"error":"no live feed"}"#) }
+            guard let feed = feature.endpoints?.feed else { return json(.serviceUnavailable, #"{"error":"no live feed"}"#) }
             let frames = feed.subscribe()
             var headers = HTTPFields()
             headers[.contentType] = "text/event-stream"
@@ -78,13 +81,15 @@ package enum HTTPListener {
             } catch {
                 return json(.contentTooLarge, #"{"error":{"code":"payload_too_large","message":"the command is larger than \#(maxCommandBytes) bytes"}}"#)
             }
-            guard await controller.commandFromPage(device: id, payload: Array(buffer: body)) else {
+            guard let endpoints = feature.endpoints else { return starting }
+            guard await StatusPageFeature.command(endpoints, device: id, payload: Array(buffer: body)) else {
                 return json(.notFound, #"{"error":{"code":"unknown_device","message":"no device with this id"}}"#)
             }
             // The outcome arrives like any command's: the device's new state, or a command_failed event.
             return json(.accepted, #"{"status":"accepted"}"#)
         }
         router.get("/metrics") { _, _ -> Response in
+            guard let endpoints = feature.endpoints else { return starting }
             let text = await endpoints.metrics.exposition()
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
@@ -93,24 +98,15 @@ package enum HTTPListener {
         var quiet = logger
         quiet.logLevel = .warning
         let limit = ConnectionLimit(limit: maxConnections)
-        let app = Application(router: router,
-                              server: .http1(configuration: .init(additionalChannelHandlers: [limit.handler()], idleTimeout: idleTimeout)),
-                              configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
-                              eventLoopGroupProvider: .shared(eventLoop), logger: quiet)
-        // Stopped gracefully (cancelling the server mid-flight only logs errors): open pages' live streams end
-        // first, or the graceful stop would wait for them.
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: quiet))
-        // Its own task, so the gateway's cancellation reaches the server only as the graceful stop below.
-        let server = Task { try await group.run() }
-        let outcome = await withTaskCancellationHandler {
-            await server.result
-        } onCancel: {
-            endpoints.feed?.close()
-            Task { await group.triggerGracefulShutdown() }
-        }
-        if case .failure(let error) = outcome, !(error is CancellationError) {
-            logger.error("the HTTP listener on \(settings.host):\(settings.port) could not run: \(error); the status page and /metrics are unavailable (set http.listen)")
-        }
+        return Application(router: router,
+                           server: .http1(configuration: .init(additionalChannelHandlers: [limit.handler()], idleTimeout: idleTimeout)),
+                           configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
+                           eventLoopGroupProvider: .shared(eventLoop), logger: quiet)
+    }
+
+    /// Before the gateway service built its controller (a moment at start).
+    private static var starting: Response {
+        json(.serviceUnavailable, #"{"error":{"code":"starting","message":"the gateway is starting; try again in a moment"}}"#)
     }
 
     private static func json(_ status: HTTPResponse.Status, _ text: String) -> Response {

@@ -68,14 +68,6 @@ public final class GatewayController {
 
     public var deviceIDs: [DeviceID] { hub.devices.keys.sorted() }
 
-    /// A command from the status page: exactly what an MQTT `/set` with this payload does (parser, outbox,
-    /// breaker, events). False when there is no such device.
-    package func commandFromPage(device rawID: String, payload: [UInt8]) -> Bool {
-        guard let id = DeviceID(validating: rawID), hub.devices[id] != nil else { return false }
-        hub.handle(InboundMessage(topic: hub.topics.set(id), payload: payload))
-        return true
-    }
-
     /// One line for systemd's `STATUS=` (what `systemctl status` shows): devices, and the vendors that are down.
     public func statusLine() -> String {
         let online = hub.availability.values.filter { $0 }.count

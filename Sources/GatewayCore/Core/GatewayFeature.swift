@@ -1,4 +1,5 @@
 import Logging
+import ServiceLifecycle
 
 /// What the core hands a feature when it builds its extensions: the hub, the command path and the cache.
 @GatewayActor
@@ -12,17 +13,17 @@ package struct GatewayParts {
 
 /// A feature: one folder, one target (`Feature<Name>` in Sources/Features/<Name>) and one line in the
 /// composition root (`LBSGatewayApp`'s `GatewayApp.features`), which lists the features in dispatch order.
-/// A feature adds extensions to the core (none when its config leaves it off) and may run work beside the
-/// gateway (the HTTP listener) until shutdown. Features never look each other up: they talk through `HubEvent`s.
+/// A feature adds extensions to the core (none when its config leaves it off) and may add long-running services
+/// (the HTTP listener) to the service group. Features never look each other up: they talk through `HubEvent`s.
 package protocol GatewayFeature: Sendable {
     /// The feature's extensions for this controller, in the order they receive events.
     @GatewayActor func extensions(_ parts: GatewayParts) -> [any GatewayExtension]
-    /// Work beside the gateway, from the broker connection's start until it is cancelled at shutdown.
-    func run(_ controller: GatewayController, logger: Logger) async
+    /// Services of the feature. They start after the gateway service and stop before it (after the vendors).
+    func services(_ config: GatewayConfig, logger: Logger) -> [any Service]
 }
 
 extension GatewayFeature {
-    package func run(_ controller: GatewayController, logger: Logger) async {}
+    package func services(_ config: GatewayConfig, logger: Logger) -> [any Service] { [] }
 }
 
 /// The core's own extensions, placed among the features by the composition root.

@@ -81,8 +81,7 @@ package final class GatewayHub {
     /// Drops the extensions (they hold the hub) and cancels their timers.
     package func dismantle() {
         extensions = []
-        let tasks = self.tasks
-        Task { await tasks.cancelAndWait() }
+        tasks.cancelAll()
     }
 
     /// Hands an event to every extension, in list order, synchronously.

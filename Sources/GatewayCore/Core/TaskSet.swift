@@ -19,6 +19,12 @@ package final class TaskSet {
 
     package var count: Int { tasks.count }
 
+    /// Refuses new tasks and cancels the running ones (they end on their own; nothing waits for them).
+    package func cancelAll() {
+        closed = true
+        for task in tasks.values { task.cancel() }
+    }
+
     /// Refuses new tasks, cancels the running ones and waits for them to end.
     package func cancelAndWait() async {
         closed = true

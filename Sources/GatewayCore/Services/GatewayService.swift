@@ -24,6 +24,8 @@ public struct GatewayService: Service {
     package let runtime: SharedRuntime
     /// The features in dispatch order (the composition root's list).
     package let features: [any GatewayFeature]
+    /// Every wait of the service (the watchdog's pings) goes through it.
+    package let clock: any Clock<Duration>
     /// systemd's notification socket (`Type=notify`, `WatchdogSec=`); inert outside systemd.
     package let notifier: SystemdNotifier
 
@@ -46,9 +48,10 @@ public struct GatewayService: Service {
     }
 
     package init(config: GatewayConfig, logger: Logger, persistence: Persistence?, controls: BridgeControls?, runtime: SharedRuntime,
-         features: [any GatewayFeature], notifier: SystemdNotifier = SystemdNotifier()) {
+         features: [any GatewayFeature], notifier: SystemdNotifier = SystemdNotifier(), clock: any Clock<Duration> = ContinuousClock()) {
         self.config = config
         self.features = features
+        self.clock = clock
         self.logger = logger
         self.persistence = persistence
         self.controls = controls
@@ -84,6 +87,8 @@ public struct GatewayService: Service {
         let notifier = SystemdNotifier()
         services.append(GatewayService(config: config, logger: logger, persistence: persistence, controls: controls, runtime: runtime,
                                        features: features, notifier: notifier))
+        // The features' services (the HTTP listener): after the core, so they stop before it.
+        services += features.flatMap { $0.services(config, logger: logger) }
         services.append(VendorSupervisor(runtime: runtime, logger: logger, notifier: notifier))
         return services
     }
@@ -104,6 +109,7 @@ public struct GatewayService: Service {
         logger.info("lbs-gateway \(GatewayController.version) starting: broker \(ConfigReader.redactURL(config.mqtt.url)), base topic '\(config.mqtt.baseTopic)', \(runtime.vendors.count) vendor(s)")
 
         let notifier = self.notifier
+        let clock = self.clock
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 var ready = false
@@ -129,7 +135,7 @@ public struct GatewayService: Service {
                     while !Task.isCancelled {
                         let status = await controller.statusLine()
                         notifier.notify(["WATCHDOG=1", "STATUS=" + status])
-                        try? await Task.sleep(for: interval)
+                        try? await clock.sleep(for: interval)
                     }
                 }
             }
@@ -141,8 +147,6 @@ public struct GatewayService: Service {
                 }
             }
             group.addTask { await controller.consume(events) }
-            // What features run beside the gateway (the HTTP listener).
-            for feature in features { group.addTask { await feature.run(controller, logger: logger) } }
             group.addTask { await controller.runBridgeHealth() }
             // Wait for the group's shutdown (the vendors stopped before it reaches this service), or cancellation.
             try? await gracefulShutdown()
@@ -164,6 +168,8 @@ public struct VendorSupervisor: Service {
     package let runtime: GatewayService.SharedRuntime
     package let logger: Logger
     package var notifier = SystemdNotifier(environment: [:])
+    /// The pause before a failed vendor loop starts again goes through it.
+    package var clock: any Clock<Duration> = ContinuousClock()
 
     public func run() async throws {
         // Until the gateway service has started; if it never does (it failed), the group's shutdown ends the wait.
@@ -174,9 +180,10 @@ public struct VendorSupervisor: Service {
         }
         let vendors = runtime.vendors
         let logger = self.logger
+        let clock = self.clock
         await withTaskGroup(of: Void.self) { group in
             for vendor in vendors {
-                group.addTask { await Self.keepRunning(vendor, logger: logger) }
+                group.addTask { await Self.keepRunning(vendor, logger: logger, clock: clock) }
             }
             try? await gracefulShutdown()
             // The first service to hear of the shutdown (the group stops them in reverse order).
@@ -187,7 +194,7 @@ public struct VendorSupervisor: Service {
     }
 
     /// A vendor whose loop fails is restarted after a pause; it never takes the gateway down.
-    package static func keepRunning(_ vendor: any Vendor, logger: Logger) async {
+    package static func keepRunning(_ vendor: any Vendor, logger: Logger, clock: any Clock<Duration>) async {
         var delay = Duration.seconds(1)
         while !Task.isCancelled {
             do {
@@ -198,7 +205,7 @@ public struct VendorSupervisor: Service {
             } catch {
                 if Task.isCancelled { return }
                 logger.error("vendor \(vendor.instanceID) stopped: \(error); restarting in \(GatewayError.readable(delay))")
-                try? await Task.sleep(for: delay)
+                try? await clock.sleep(for: delay)
                 delay = min(delay * 2, .seconds(60))
             }
         }

@@ -28,6 +28,8 @@ package final class Commands: GatewayExtension {
     private var recoveryWaiters: [String: [UUID: CheckedContinuation<Void, Never>]] = [:]
     /// Vendor calls under way (see `sending`).
     private var inFlight = 0
+    /// Opened when the last vendor call in flight returns, while `drain` waits.
+    private var idle: ReadyGate?
     /// The outbox's one writer (nil without a cache).
     package private(set) var outbox: OutboxWriter?
 
@@ -131,16 +133,26 @@ package final class Commands: GatewayExtension {
     /// Runs a vendor call, counted, so shutdown can let it finish (see `drain`).
     package func sending<T>(_ call: () async throws -> T) async rethrows -> T {
         inFlight += 1
-        defer { inFlight -= 1 }
+        defer {
+            inFlight -= 1
+            if inFlight == 0, let idle { idle.open() }
+        }
         return try await call()
     }
 
     /// At shutdown, vendor calls in flight get a moment to finish (their outcome is then known and recorded);
     /// commands still waiting are cancelled and run after the restart from their outbox rows.
     package func drain(within limit: Duration) async {
-        let deadline = ContinuousClock.now + limit
-        while inFlight > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
+        guard inFlight > 0 else { return }
+        let gate = ReadyGate()
+        idle = gate
+        defer { idle = nil }
+        let clock = hub.clock
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await gate.wait() }
+            group.addTask { try? await clock.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
         }
     }
 
