@@ -54,10 +54,18 @@ public final class LeaseElector: Sendable {
     private let leaseClient = Mutex<MQTTClient?>(nil)
     private let ownClaim = Mutex<String?>(nil)
     private let renewal = Mutex<Task<Void, Never>?>(nil)
+    /// The tasks following the observer's and the lease connection's messages and events, ended by `release`.
+    private let followers = Mutex<[Task<Void, Never>]>([])
+    /// Wakes the election whenever what it decides on changes (a lease message, a connection up or down).
+    private let changes = ChangeSignal()
     private let notifier: SystemdNotifier
+    /// Every wait goes through it (the settle time, the renewals, the timeouts).
+    private let clock: any Clock<Duration>
 
-    public init(config: GatewayConfig, settings: HighAvailabilitySettings, logger: Logger, notifier: SystemdNotifier = SystemdNotifier()) throws {
+    public init(config: GatewayConfig, settings: HighAvailabilitySettings, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(),
+                clock: any Clock<Duration> = ContinuousClock()) throws {
         self.settings = settings
+        self.clock = clock
         self.logger = logger
         self.notifier = notifier
         topic = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic).bridgeLease
@@ -72,26 +80,39 @@ public final class LeaseElector: Sendable {
         observer = try MQTTClient(configuration: observing)
     }
 
-    /// Returns once this node holds the lease; a standby waits here (nothing else of the gateway runs).
+    /// Returns once this node holds the lease; a standby waits here (nothing else of the gateway runs). It wakes
+    /// on every change of the lease or of the observer's connection, and otherwise only when a deadline is due
+    /// (the retained lease's arrival, a held lease going stale, the watchdog's ping).
     public func waitUntilActive() async throws {
         startObserver()
         var reportedHolder: String?
         var lastPing = ContinuousClock.now
         notifier.notify(["READY=1", "STATUS=standby: looking for the active node"])
         while !Task.isCancelled {
-            if let interval = notifier.watchdogInterval, ContinuousClock.now - lastPing >= interval {
-                notifier.notify(["WATCHDOG=1"])
-                lastPing = .now
+            let seen = changes.version
+            var wake = Duration.seconds(60)
+            if let interval = notifier.watchdogInterval {
+                if ContinuousClock.now - lastPing >= interval {
+                    notifier.notify(["WATCHDOG=1"])
+                    lastPing = .now
+                }
+                wake = min(wake, interval - (ContinuousClock.now - lastPing))
             }
             let snapshot = state.withLock { $0 }
             // The retained lease (if any) arrives right after the subscription: wait a moment before deciding.
-            guard snapshot.observerConnected, let subscribed = snapshot.subscribedAt, ContinuousClock.now - subscribed >= .milliseconds(300) else {
-                try await Task.sleep(for: .milliseconds(50))
+            guard snapshot.observerConnected, let subscribed = snapshot.subscribedAt else {
+                await changes.wait(after: seen, timeout: wake, clock: clock)
+                continue
+            }
+            let sinceSubscribed = ContinuousClock.now - subscribed
+            if sinceSubscribed < Self.retainedGrace {
+                await changes.wait(after: seen, timeout: min(wake, Self.retainedGrace - sinceSubscribed), clock: clock)
                 continue
             }
             if let holder = snapshot.node, holder != settings.nodeID {
                 // Nobody renews it: a forged lease, or an active that died without its will reaching the broker.
-                if let heard = snapshot.heardAt, ContinuousClock.now - heard >= settings.staleAfter {
+                let silent = snapshot.heardAt.map { ContinuousClock.now - $0 } ?? .zero
+                if snapshot.heardAt != nil, silent >= settings.staleAfter {
                     logger.warning("standby: the lease of node \(holder) was not renewed for \(settings.staleAfter); taking it as free")
                     if try await claim() {
                         logger.notice("active: this node (\(settings.nodeID)) holds the lease; starting the gateway")
@@ -105,7 +126,8 @@ public final class LeaseElector: Sendable {
                     notifier.notify(["STATUS=standby: \(holder) is active"])
                     reportedHolder = holder
                 }
-                try await Task.sleep(for: .milliseconds(50))
+                let stale = snapshot.heardAt == nil ? wake : settings.staleAfter - silent
+                await changes.wait(after: seen, timeout: min(wake, stale), clock: clock)
                 continue
             }
             // Free, or a lease of this node's previous run (its lease connection is taken over by the claim).
@@ -118,9 +140,14 @@ public final class LeaseElector: Sendable {
         throw CancellationError()
     }
 
-    /// Until the lease is lost (returns why) or `stop()` is called (returns nil).
+    /// How long after subscribing the retained lease is waited for before the lease counts as free.
+    static let retainedGrace = Duration.milliseconds(300)
+
+    /// Until the lease is lost (returns why) or `stop()` is called (returns nil). Wakes on every change of the
+    /// lease and of both connections.
     package func watch() async -> String? {
         while !Task.isCancelled {
+            let seen = changes.version
             guard let own = ownClaim.withLock({ $0 }) else { return nil }
             let snapshot = state.withLock { $0 }
             if leaseClient.withLock({ $0?.isConnected }) != true { return "the lease connection to the broker was lost" }
@@ -128,7 +155,7 @@ public final class LeaseElector: Sendable {
             if snapshot.claim != own {
                 return snapshot.node.map { "node \($0) took the lease" } ?? "the lease was cleared (the broker lost this node's lease connection)"
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            await changes.wait(after: seen, timeout: .seconds(3600), clock: clock)
         }
         return nil
     }
@@ -136,6 +163,7 @@ public final class LeaseElector: Sendable {
     /// Closes the lease connection without its will (the lease now belongs to someone else).
     package func abandon() async {
         renewal.withLock { task in task?.cancel(); task = nil }
+        endFollowers()
         let client = leaseClient.withLock { client in defer { client = nil }; return client }
         await client?.shutdown()
     }
@@ -152,21 +180,35 @@ public final class LeaseElector: Sendable {
             await client.shutdown()
         }
         await observer.shutdown()
+        endFollowers()
+    }
+
+    private func endFollowers() {
+        let tasks = followers.withLock { tasks in defer { tasks = [] }; return tasks }
+        for task in tasks { task.cancel() }
+    }
+
+    /// A task that lives as long as the elector (ended by `release`/`abandon`).
+    private func follow(_ operation: @escaping @Sendable () async -> Void) {
+        let task = Task { await operation() }
+        followers.withLock { $0.append(task) }
     }
 
     // MARK: - Internals
 
     private func startObserver() {
-        Task { [self] in
+        follow { [self] in
             for await message in observer.messages where message.topic == topic {
                 note(message.payload)
+                changes.signal()
             }
         }
-        Task { [self] in
+        follow { [self] in
             for await event in observer.connectionEvents {
                 switch event {
                 case .connected:
                     state.withLock { $0.observerConnected = true; $0.subscribedAt = nil }
+                    changes.signal()
                     do {
                         try await observer.subscribeAndWait([topic], qos: .atLeastOnce)
                         state.withLock { $0.subscribedAt = .now }
@@ -176,6 +218,7 @@ public final class LeaseElector: Sendable {
                 case .disconnected, .connectFailed:
                     state.withLock { $0.observerConnected = false; $0.subscribedAt = nil }
                 }
+                changes.signal()
             }
         }
         observer.start()
@@ -208,9 +251,10 @@ public final class LeaseElector: Sendable {
 
     /// Re-publishes the held lease every `lease_keepalive`, so a standby can tell a live lease from an orphaned one.
     private func startRenewal(client: MQTTClient, claim: String, since: String) {
+        let clock = self.clock
         let task = Task { [self] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: settings.renewInterval)
+                try? await clock.sleep(for: settings.renewInterval)
                 guard !Task.isCancelled, ownClaim.withLock({ $0 }) == claim else { return }
                 // Fire and forget: a lost lease connection is the watcher's to report.
                 _ = client.publish(topic, Array(leasePayload(claim: claim, since: since).utf8), qos: .atLeastOnce, retain: true)
@@ -228,10 +272,23 @@ public final class LeaseElector: Sendable {
         configuration.will = MQTTWill(topic: topic, payload: [UInt8](), qos: .atLeastOnce, retain: true)
         configuration.offlineQueueLimit = 1
         let client = try MQTTClient(configuration: configuration)
+        // Its events for as long as it lives: the first connect opens `connected`, a loss wakes `watch`.
+        let connected = ReadyGate()
+        let following = Task { [changes] in
+            for await event in client.connectionEvents {
+                if case .connected = event { connected.open() }
+                changes.signal()
+            }
+        }
         client.start()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !client.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        await withTaskGroup(of: Void.self) { [clock] group in
+            group.addTask { await connected.wait() }
+            group.addTask { try? await clock.sleep(for: .seconds(10)) }
+            await group.next()
+            group.cancelAll()
+        }
         guard client.isConnected else {
+            following.cancel()
             await client.shutdown()
             return false
         }
@@ -241,6 +298,7 @@ public final class LeaseElector: Sendable {
         do {
             try await client.publishAndWait(topic, payload, qos: .atLeastOnce, retain: true, timeout: .seconds(5))
         } catch {
+            following.cancel()
             await client.shutdown()
             return false
         }
@@ -248,16 +306,20 @@ public final class LeaseElector: Sendable {
         let echoDeadline = ContinuousClock.now + .seconds(5)
         var echoed = false
         while ContinuousClock.now < echoDeadline {
+            let seen = changes.version
             if state.withLock({ $0.claim }) == String(claimID) { echoed = true; break }
-            try await Task.sleep(for: .milliseconds(10))
+            await changes.wait(after: seen, timeout: echoDeadline - ContinuousClock.now, clock: clock)
+            try Task.checkCancellation()
         }
-        if echoed { try await Task.sleep(for: .seconds(settings.settle)) }
+        if echoed { try await clock.sleep(for: .seconds(settings.settle)) }
         let (latest, holder) = state.withLock { ($0.claim, $0.node) }
         guard echoed, latest == String(claimID), client.isConnected else {
             logger.notice("lease claim lost to \(holder ?? "nobody"); staying standby")
+            following.cancel()
             await client.shutdown()  // a clean disconnect: no will, the winner's lease stays
             return false
         }
+        followers.withLock { $0.append(following) }
         leaseClient.withLock { $0 = client }
         ownClaim.withLock { $0 = String(claimID) }
         startRenewal(client: client, claim: claimID, since: since)
@@ -292,5 +354,57 @@ public struct LeaseService: Service {
             exit(75)
         }
         await elector.release()
+    }
+}
+
+/// Wakes whoever waits for a change (`version` moves on every `signal`); a waiter also wakes at its timeout or
+/// when its task is cancelled. Nothing polls.
+final class ChangeSignal: Sendable {
+    private struct State {
+        var version = 0
+        var nextID = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+    private let state = Mutex(State())
+
+    var version: Int { state.withLock { $0.version } }
+
+    func signal() {
+        let waiters = state.withLock { state in
+            state.version &+= 1
+            defer { state.waiters = [:] }
+            return state.waiters
+        }
+        for waiter in waiters.values { waiter.resume() }
+    }
+
+    /// Returns once `version` is past `seen`, after `timeout`, or when the task is cancelled.
+    func wait(after seen: Int, timeout: Duration, clock: any Clock<Duration>) async {
+        guard timeout > .zero else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.change(after: seen) }
+            group.addTask { try? await clock.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func change(after seen: Int) async {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state in
+                    if state.version != seen || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
     }
 }

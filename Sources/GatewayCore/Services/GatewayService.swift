@@ -222,9 +222,11 @@ package final class ReadyGate: Sendable {
     }
     private let state = Mutex(State())
 
+    package init() {}
+
     package var isOpen: Bool { state.withLock { $0.open } }
 
-    func open() {
+    package func open() {
         let waiters = state.withLock { state in
             state.open = true
             defer { state.waiters = [:] }
