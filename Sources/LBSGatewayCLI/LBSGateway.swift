@@ -94,12 +94,13 @@ extension LBSGateway {
             services.append(HeapTrimService(clock: ContinuousClock()))
             // First, so it stops last: the lease is given up after the gateway said offline and disconnected.
             if let elector { services.insert(LeaseService(elector: elector, logger: logger), at: 0) }
+            // `bridge/request/restart` ends the restart watch, which shuts the group down gracefully.
             let group = ServiceGroup(configuration: .init(
-                services: services.map { .init(service: $0) },
+                services: [.init(service: RestartWatch(restart: restart), successTerminationBehavior: .gracefullyShutdownGroup)]
+                    + services.map { .init(service: $0) },
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             ))
-            restart.onRequest { Task { await group.triggerGracefulShutdown() } }
             // A graceful stop takes well under a second; whatever hangs, a stop signal ends the process in 4.5 s.
             StopDeadline.arm(limit: .milliseconds(4_500))
             do {
@@ -209,5 +210,14 @@ extension LBSGateway {
                 throw ExitCode(1)
             }
         }
+    }
+}
+
+/// Returns when `bridge/request/restart` asked for a restart (the group then stops gracefully), or at shutdown.
+struct RestartWatch: Service {
+    let restart: GatewayRestart
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await restart.waitUntilRequested() }
     }
 }

@@ -68,29 +68,20 @@ public struct BridgeControls: Sendable {
 /// same arguments (`execvp` of `argv[0]`, else `/proc/self/exe`). The PID stays the same, so this works
 /// alike under systemd (`Type=simple`, no restart policy needed) and from a shell.
 public final class GatewayRestart: Sendable {
-    private struct State {
-        package var requested = false
-        package var trigger: (@Sendable () -> Void)?
-    }
-
-    private let state = Mutex(State())
+    private let gate = ReadyGate()
 
     public init() {}
 
-    /// What stops the service group (set once the group exists).
-    public func onRequest(_ trigger: @escaping @Sendable () -> Void) {
-        state.withLock { $0.trigger = trigger }
-    }
-
     public func request() {
-        let trigger = state.withLock { state -> (@Sendable () -> Void)? in
-            state.requested = true
-            return state.trigger
-        }
-        trigger?()
+        gate.open()
     }
 
-    public var requested: Bool { state.withLock { $0.requested } }
+    /// Returns once a restart was requested, or when the waiting task is cancelled.
+    public func waitUntilRequested() async {
+        await gate.wait()
+    }
+
+    public var requested: Bool { gate.isOpen }
 
     /// Re-executes the running binary with the same arguments and environment. Returns only on failure,
     /// with the reason. Descriptors other than stdin/out/err are closed on exec, so the new process
