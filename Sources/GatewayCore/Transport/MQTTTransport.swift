@@ -24,12 +24,6 @@ public struct MQTTTransport: MessageTransport {
         }
     }
 
-    /// Outgoing messages dropped while the broker was unreachable (for health reporting).
-    public var droppedOfflineMessages: Int { client.droppedOfflineMessages }
-
-    /// Messages waiting for the broker now.
-    public var offlineQueueDepth: Int { client.offlineQueueDepth }
-
     public func subscribe(_ filters: [String]) {
         try? client.subscribe(filters, qos: .atLeastOnce)
     }
