@@ -80,6 +80,8 @@ import VendorKit
         await h.send("lbs/device/demo_lock/set", "UNLOCK", retain: true)
         let event = try #require(await h.transport.wait(for: "lbs/bridge/event"))
         #expect(event.payload.contains("command_failed") && event.payload.contains("retained_command"))
+        // The fix names the MQTT tool that clears the retained message.
+        #expect(event.payload.contains("mosquitto_pub -r -n -t"))
         try await Task.sleep(for: .milliseconds(50))
         #expect(h.transport.last("lbs/device/demo_lock") == nil)
         #expect(await h.controller.state(of: DeviceID(vendorInstance: "demo", vendorDeviceID: "lock"))?["lock"] == .string("LOCKED"))

@@ -159,7 +159,6 @@ struct GatewayErrorTests {
         #expect(range.message == "brightness = 150 is out of range.")
         #expect(range.suggestion == "Send brightness between 0 and 100.")
         #expect(!range.retryable && !range.countsAgainstVendor)
-        #expect(GatewayError.retainedCommand("lbs/lock_front/set").suggestion.contains("mosquitto_pub -r -n -t"))
         #expect(GatewayError.unknownKey("colour", device: "d", accepted: ["state", "brightness"]).suggestion.contains("state, brightness"))
         let hugeID = String(repeating: "x", count: 10_000)
         #expect(GatewayError.unknownDevice(hugeID).message.count < 300)

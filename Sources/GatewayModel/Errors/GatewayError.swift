@@ -107,7 +107,7 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
             case .readOnlyKey: "Only writable keys can be set; read this one from the device's state topic."
             case .outOfRange: "Send a value inside the key's range."
             case .payloadTooLarge: "Send a smaller payload; commands only need the keys that change."
-            case .retainedCommand: "Publish commands with retain=false, and clear the retained message (mosquitto_pub -r -n -t <topic>)."
+            case .retainedCommand: "Send commands as messages that are not kept for later, and clear the one that was kept."
             case .expired: "Send the command again if it is still wanted."
             case .unknownRequest: "Use one of the bridge requests listed in the topic documentation."
             case .limitReached: "Remove entries that are no longer used before adding more."
@@ -253,14 +253,6 @@ extension GatewayError {
 
     public static func payloadTooLarge(bytes: Int, limit: Int) -> GatewayError {
         GatewayError(.payloadTooLarge, message: "The payload has \(bytes) bytes; at most \(limit) are accepted.")
-    }
-
-    public static func retainedCommand(_ topic: String) -> GatewayError {
-        GatewayError(
-            .retainedCommand,
-            message: "Ignored a retained command on '\(clip(topic))': retained commands may be stale.",
-            suggestion: "Publish commands with retain=false, and clear the retained message with: mosquitto_pub -r -n -t '\(clip(topic))'."
-        )
     }
 
     public static func expired(commandID: String, expiredAt: Date) -> GatewayError {
