@@ -1,10 +1,4 @@
 import Foundation
-import CommandParsing
-@testable import FeatureAlerts
-@testable import FeatureHomeAssistant
-@testable import FeatureHomeViews
-@testable import FeatureScenes
-@testable import FeatureStatusPage
 @testable import GatewayCore
 @testable import LBSGatewayApp
 import GatewayTesting

@@ -1,11 +1,5 @@
 import Cache
 import Foundation
-import CommandParsing
-@testable import FeatureAlerts
-@testable import FeatureHomeAssistant
-@testable import FeatureHomeViews
-@testable import FeatureScenes
-@testable import FeatureStatusPage
 @testable import GatewayCore
 @testable import LBSGatewayApp
 import GatewayModel

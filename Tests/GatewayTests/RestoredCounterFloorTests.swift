@@ -1,10 +1,4 @@
 import Foundation
-import CommandParsing
-@testable import FeatureAlerts
-@testable import FeatureHomeAssistant
-@testable import FeatureHomeViews
-@testable import FeatureScenes
-@testable import FeatureStatusPage
 @testable import GatewayCore
 @testable import LBSGatewayApp
 import GatewayModel
@@ -25,21 +19,27 @@ import VendorSimulators
             .compactMap { $0.json?[key] as? Double }
     }
 
-    /// The first run caches the site's meters; a later run without the cache (simulated: the broker's retained
-    /// state is raised) saw the meter go on. The Powerwall is down at the restart, so all the gateway has is the
-    /// older cache: it must publish the broker's higher reading, never its own lower one.
-    @Test func aCounterFromAnOlderCacheIsFlooredAtTheBrokersRetainedValue() async throws {
+    /// A first run that cached the site's meters and stopped, and the Powerwall down since: the rig, the broker,
+    /// the vendor line, an observer of `lbs/device/pw_site` and the first run's last fresh state.
+    static func cachedThenDown() async throws -> (PowerwallRig, MosquittoBroker, String, TestMQTTClient, MQTTMessage) {
         let rig = try await PowerwallRig.started()
         let broker = try await MosquittoBroker.started()
         let vendors = "  - " + rig.vendorLine(pollInterval: 2)
         let first = try await GatewayHarness.start(broker: broker, directory: rig.directory, vendors: vendors, storage: true)
         let client = try await first.observer("lbs/device/pw_site")
         let fresh = try await client.waitForMessage(topic: "lbs/device/pw_site", timeout: .seconds(15)) {
-            $0.json?[Self.key] is Double && $0.json?["stale"] == nil
+            $0.json?[key] is Double && $0.json?["stale"] == nil
         }
         await first.stop()
         await rig.simulator.stop()
+        return (rig, broker, vendors, client, fresh)
+    }
 
+    /// The first run caches the site's meters; a later run without the cache (simulated: the broker's retained
+    /// state is raised) saw the meter go on. The Powerwall is down at the restart, so all the gateway has is the
+    /// older cache: it must publish the broker's higher reading, never its own lower one.
+    @Test func aCounterFromAnOlderCacheIsFlooredAtTheBrokersRetainedValue() async throws {
+        let (rig, broker, vendors, client, fresh) = try await Self.cachedThenDown()
         let cached = try #require(fresh.json?[Self.key] as? Double)
         var newer = try #require(fresh.json)
         let brokerValue = cached + 7.5
@@ -75,17 +75,7 @@ import VendorSimulators
 
     /// When the broker holds a lower value than the cache (the broker's store is older), the cache's wins.
     @Test func aBrokerValueBelowTheCacheChangesNothing() async throws {
-        let rig = try await PowerwallRig.started()
-        let broker = try await MosquittoBroker.started()
-        let vendors = "  - " + rig.vendorLine(pollInterval: 2)
-        let first = try await GatewayHarness.start(broker: broker, directory: rig.directory, vendors: vendors, storage: true)
-        let client = try await first.observer("lbs/device/pw_site")
-        let fresh = try await client.waitForMessage(topic: "lbs/device/pw_site", timeout: .seconds(15)) {
-            $0.json?[Self.key] is Double && $0.json?["stale"] == nil
-        }
-        await first.stop()
-        await rig.simulator.stop()
-
+        let (rig, broker, vendors, client, fresh) = try await Self.cachedThenDown()
         let cached = try #require(fresh.json?[Self.key] as? Double)
         var older = try #require(fresh.json)
         older[Self.key] = cached - 3

@@ -1,9 +1,3 @@
-import CommandParsing
-@testable import FeatureAlerts
-@testable import FeatureHomeAssistant
-@testable import FeatureHomeViews
-@testable import FeatureScenes
-@testable import FeatureStatusPage
 @testable import GatewayCore
 @testable import LBSGatewayApp
 import GatewayModel
