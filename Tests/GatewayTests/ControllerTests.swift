@@ -111,7 +111,11 @@ import VendorKit
         #expect(refresh.payload.contains(#""transaction":7"#))
         await h.send("lbs/bridge/request/teleport", "{}")
         let unknown = try #require(await h.transport.wait(for: "lbs/bridge/response/teleport"))
-        #expect(unknown.payload.contains(#""status":"error""#))
+        #expect(unknown.payload.contains(#""status":"error""#) && unknown.payload.contains("Unknown bridge request"), "\(unknown.payload)")
+        // Without storage the cache's request says what to configure, not "unknown request".
+        await h.send("lbs/bridge/request/history", #"{"device":"demo_plug","key":"power"}"#)
+        let history = try #require(await h.transport.wait(for: "lbs/bridge/response/history"))
+        #expect(history.payload.contains("History needs the SQLite cache"), "\(history.payload)")
     }
 
     @Test func homeEnergyAndRoomEnvironmentAreAggregated() async throws {

@@ -82,7 +82,7 @@ package final class AlertsExtension: GatewayExtension {
             payload["state"] = "ON"
             hub.transport.publish(hub.topics.alert(alert.id), JSON.object(payload).render(), qos: 1, retain: true)
             announced[alert.id] = true
-            hub.publishEvent("alert_raised", .object(payload))
+            hub.publishEvent(.alertRaised, .object(payload))
             hub.logger.warning("alert \(alert.id): \(alert.message)")
             if let store {
                 let id = alert.id, text = alert.json.render()
@@ -96,7 +96,7 @@ package final class AlertsExtension: GatewayExtension {
             payload["cleared_at"] = .string(ISOTime.format(at))
             hub.transport.publish(hub.topics.alert(alert.id), JSON.object(payload).render(), qos: 1, retain: true)
             announced[alert.id] = false
-            hub.publishEvent("alert_cleared", .object(payload))
+            hub.publishEvent(.alertCleared, .object(payload))
             hub.logger.notice("alert \(alert.id) cleared")
             store(cleared: alert)
         }

@@ -131,7 +131,7 @@ package final class ScenesExtension: GatewayExtension {
         commands.batch(["commands": .array(items)], reply: reply, context: context) { [hub] data in
             var event: [String: JSON] = ["scene": .string(scene.id), "name": .string(scene.name), "started_at": .string(ISOTime.format(started))]
             if case .object(let members) = data { event.merge(members) { $1 } }
-            hub.publishEvent("scene_run", .object(event))
+            hub.publishEvent(.sceneRun, .object(event))
         }
     }
 

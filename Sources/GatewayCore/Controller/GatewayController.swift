@@ -15,11 +15,8 @@ public final class GatewayController {
         "info", "devices", "device/refresh", "health", "history", "batch", "restart", "options", "scenes", "scene/add", "scene/remove", "scene/run",
     ]
 
-    /// Every `type` published on `<base>/bridge/event` (documented in `mqtt-topics.md`; a test keeps them in step).
-    public nonisolated static let eventTypes = [
-        "device_added", "device_removed", "command_failed", "vendor_state_changed", "response_refused",
-        "storage_state_changed", "inventory_truncated", "device_event", "alert_raised", "alert_cleared", "scene_run",
-    ]
+    /// Every `type` published on `<base>/bridge/event`.
+    public nonisolated static var eventTypes: [String] { BridgeEventType.allCases.map(\.rawValue) }
 
     package let hub: GatewayHub
     package let bridge: BridgeAPI

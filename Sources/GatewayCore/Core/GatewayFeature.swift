@@ -1,3 +1,4 @@
+import GatewayModel
 import Logging
 import ServiceLifecycle
 
@@ -44,9 +45,26 @@ package enum CoreFeature: GatewayFeature {
         switch self {
         case .bridgeAPI: [parts.bridge]
         case .statePublisher: [StatePublisher(hub: parts.hub)]
-        case .cache: parts.cache.map { [$0] } ?? []
+        case .cache: parts.cache.map { [$0] } ?? [NoStorage(hub: parts.hub)]
         case .commands: [parts.commands]
         case .retainedSweep: [RetainedSweep(hub: parts.hub)]
         }
+    }
+}
+
+/// Without `storage:`: answers the cache's requests with what to configure, instead of "unknown request".
+@GatewayActor
+package final class NoStorage: GatewayExtension {
+    package let hub: GatewayHub
+
+    package init(hub: GatewayHub) {
+        self.hub = hub
+    }
+
+    package var requestNames: [String] { ["history"] }
+
+    package func request(_ name: String, body: [String: JSONValue], reply: Reply, context: JSON) {
+        hub.fail(GatewayError(.invalidPayload, message: "History needs the SQLite cache.", suggestion: "Set storage.path in the configuration."),
+                 device: nil, context: context, reply: reply)
     }
 }

@@ -4,11 +4,11 @@ import Logging
 
 /// Answers and bridge events: every extension reports failures the same way, so they live in the core.
 extension GatewayHub {
-    package func publishEvent(_ type: String, _ data: JSON) {
+    package func publishEvent(_ type: BridgeEventType, _ data: JSON) {
         let moment = now()
-        let event: JSON = ["type": .string(type), "data": data, "time": .string(ISOTime.format(moment))]
+        let event: JSON = ["type": .string(type.rawValue), "data": data, "time": .string(ISOTime.format(moment))]
         transport.publish(topics.bridgeEvent, event.render(), qos: 1, retain: false)
-        emit(.bridgeEventPublished(type: type, data: data, time: moment))
+        emit(.bridgeEventPublished(type: type.rawValue, data: data, time: moment))
     }
 
     package static func errorJSON(_ error: GatewayError) -> JSON {
@@ -28,7 +28,7 @@ extension GatewayHub {
         var data: [String: JSON] = ["error": Self.errorJSON(error)]
         if let device { data["device"] = .string(device.rawValue) }
         if case .object(let extra) = context { data.merge(extra) { current, _ in current } }
-        publishEvent("command_failed", .object(data))
+        publishEvent(.commandFailed, .object(data))
         respond(reply, status: "error", data: [:], error: error)
     }
 
@@ -39,7 +39,7 @@ extension GatewayHub {
             if let refusal = responseTopicRefusal(topic) {
                 counters.refusedResponses += 1
                 rateLimitedLog("response_topic_refused", .warning, refusal.message)
-                publishEvent("response_refused", ["response_topic": .string(GatewayError.clip(topic)), "error": Self.errorJSON(refusal)])
+                publishEvent(.responseRefused, ["response_topic": .string(GatewayError.clip(topic)), "error": Self.errorJSON(refusal)])
             } else {
                 var payload: [String: JSON] = ["status": .string(status)]
                 if let error { payload["error"] = Self.errorJSON(error) }

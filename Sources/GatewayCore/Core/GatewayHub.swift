@@ -29,6 +29,8 @@ package final class GatewayHub {
     package func now() -> Date { context.now() }
 
     package private(set) var extensions: [any GatewayExtension] = []
+    /// Who answers which bridge request, from the extensions' `requestNames` at install.
+    private var requestOwners: [String: any GatewayExtension] = [:]
     package let tasks = TaskSet()
 
     package private(set) var vendors: [String: any Vendor] = [:]
@@ -76,11 +78,19 @@ package final class GatewayHub {
 
     package func install(_ list: [any GatewayExtension]) {
         extensions = list
+        requestOwners = [:]
+        for item in list {
+            for name in item.requestNames where requestOwners[name] == nil { requestOwners[name] = item }
+        }
     }
+
+    /// The extension that answers `bridge/request/<name>` (each registers its names; the first one wins).
+    package func requestOwner(_ name: String) -> (any GatewayExtension)? { requestOwners[name] }
 
     /// Drops the extensions (they hold the hub) and cancels their timers.
     package func dismantle() {
         extensions = []
+        requestOwners = [:]
         tasks.cancelAll()
     }
 
@@ -211,7 +221,7 @@ package final class GatewayHub {
         noteAnswered(device.vendorID)
         var payload: [String: JSON] = ["device": .string(id.rawValue), "event": .string(type), "vendor": .string(device.vendorID)]
         if !data.isEmpty { payload["data"] = .object(data.mapValues(JSON.init)) }
-        publishEvent("device_event", .object(payload))
+        publishEvent(.deviceEvent, .object(payload))
         emit(.deviceEvent(id, type: type, data: data, at: time))
     }
 
@@ -260,7 +270,7 @@ package final class GatewayHub {
         store(device)
         if isNew {
             availability[device.id] = vendorHealth[device.vendorID].map { $0.state != .down } ?? true
-            publishEvent("device_added", ["id": .string(device.id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID)])
+            publishEvent(.deviceAdded, ["id": .string(device.id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID)])
             emit(.deviceAdded(device, restored: false))
         } else {
             emit(.deviceChanged(device))
@@ -280,7 +290,7 @@ package final class GatewayHub {
         availability[id] = nil
         lastEmitted[id] = nil
         emit(.deviceRemoved(device))
-        publishEvent("device_removed", ["id": .string(id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID)])
+        publishEvent(.deviceRemoved, ["id": .string(id.rawValue), "name": .string(device.name), "vendor": .string(device.vendorID)])
     }
 
     /// The previous run's devices and last states (flagged stale, offline until their vendor answers).
@@ -364,7 +374,7 @@ package final class GatewayHub {
     private func reportOverLimit(vendorID: String, reported: Int, limit: Int) {
         guard cappedVendors.insert(vendorID).inserted else { return }
         logger.error("vendor \(vendorID) reports \(reported) devices; only the first \(limit) are used. Raise vendors[].max_devices if that many are real.")
-        publishEvent("inventory_truncated", [
+        publishEvent(.inventoryTruncated, [
             "vendor": .string(vendorID), "reported": .number(Double(reported)), "max_devices": .number(Double(limit)),
             "error": Self.errorJSON(GatewayError(
                 .badRequest, message: "Vendor '\(vendorID)' reports \(reported) devices; max_devices is \(limit).",
@@ -391,7 +401,7 @@ package final class GatewayHub {
             ]
             if let previousShown { data["previous_state"] = .string(previousShown) }
             if let error = health.lastError { data["error"] = Self.errorJSON(error) }
-            publishEvent("vendor_state_changed", .object(data))
+            publishEvent(.vendorStateChanged, .object(data))
             logHealthChange(health, shown: shown)
         }
         // A vendor's devices are announced online only after it answered once: not on the optimistic

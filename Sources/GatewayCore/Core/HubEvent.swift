@@ -65,3 +65,18 @@ public enum HomeView: Sendable, Hashable {
         }
     }
 }
+
+/// Every `type` published on `<base>/bridge/event`, documented in `mqtt-topics.md` (a test keeps the two in step).
+public enum BridgeEventType: String, CaseIterable, Sendable {
+    case deviceAdded = "device_added"
+    case deviceRemoved = "device_removed"
+    case commandFailed = "command_failed"
+    case vendorStateChanged = "vendor_state_changed"
+    case responseRefused = "response_refused"
+    case storageStateChanged = "storage_state_changed"
+    case inventoryTruncated = "inventory_truncated"
+    case deviceEvent = "device_event"
+    case alertRaised = "alert_raised"
+    case alertCleared = "alert_cleared"
+    case sceneRun = "scene_run"
+}

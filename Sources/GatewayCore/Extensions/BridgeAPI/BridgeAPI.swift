@@ -7,7 +7,7 @@ import Logging
 /// The bridge's own topics and zigbee2mqtt-style request/response: `bridge/info`, `bridge/devices`,
 /// `bridge/health`, `bridge/request/<name>` → `bridge/response/<name>` (echoing `transaction`).
 /// It answers `info`, `devices`, `health`, `restart` and `options` itself and hands other requests to
-/// the extension that declares them (`device/refresh` and `batch`: commands; `history`: the cache).
+/// the extension that registered them (`device/refresh` and `batch`: commands; `history`: the cache).
 @GatewayActor
 package final class BridgeAPI: GatewayExtension {
     package let hub: GatewayHub
@@ -96,11 +96,8 @@ package final class BridgeAPI: GatewayExtension {
         case "options":
             optionsRequest(body, reply: reply, context: context)
         default:
-            if let owner = hub.extensions.first(where: { $0.requestNames.contains(name) }) {
+            if let owner = hub.requestOwner(name) {
                 owner.request(name, body: body, reply: reply, context: context)
-            } else if name == "history" {
-                hub.fail(GatewayError(.invalidPayload, message: "History needs the SQLite cache.", suggestion: "Set storage.path in the configuration."),
-                         device: nil, context: context, reply: reply)
             } else {
                 hub.fail(.unknownRequest(name), device: nil, context: context, reply: reply)
             }

@@ -127,7 +127,7 @@ package final class CacheWriter: GatewayExtension {
         lastReportedOK = snapshot.ok
         var report = BridgeReport()
         self.report(into: &report)
-        hub.publishEvent("storage_state_changed", report.storage)
+        hub.publishEvent(.storageStateChanged, report.storage)
         hub.emit(.bridgeInfoChanged)
         if snapshot.ok {
             hub.logger.notice("the cache can be written again")

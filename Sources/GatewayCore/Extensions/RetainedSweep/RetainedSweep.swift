@@ -178,7 +178,7 @@ package final class RetainedSweep: GatewayExtension {
             for topic in clear.sorted() { hub.transport.publish(topic, "", qos: 1, retain: true) }
             orphanCandidates[id] = nil
             cleared.append(id.rawValue)
-            hub.publishEvent("device_removed", ["id": .string(id.rawValue), "vendor": .optional(owner), "reason": "no configured vendor reports it"])
+            hub.publishEvent(.deviceRemoved, ["id": .string(id.rawValue), "vendor": .optional(owner), "reason": "no configured vendor reports it"])
         }
         if !cleared.isEmpty {
             hub.logger.notice("cleared \(cleared.count) device(s) an earlier run published that no vendor reports now: \(cleared.sorted().prefix(10).joined(separator: ", "))\(cleared.count > 10 ? ", …" : "")")
