@@ -52,7 +52,7 @@ extension Commands {
         if group.waiting.count >= group.expected {
             hub.tasks.spawn { [self] in await sendBatch(key) }
         } else if group.waiting.count == 1 {
-            let clock = self.clock
+            let clock = hub.clock
             hub.tasks.spawn { [self] in
                 try? await clock.sleep(for: Self.batchGatherWindow)
                 await sendBatch(key)
@@ -62,17 +62,17 @@ extension Commands {
 
     private func sendBatch(_ key: String) async {
         guard let group = batchGroups.removeValue(forKey: key) else { return }
-        let moment = now()
+        let moment = hub.now()
         var ready: [(job: CommandJob, resume: CheckedContinuation<BatchSlot, Never>)] = []
         for item in group.waiting {
             // Unknown devices and overdue commands are reported by the single path, as for /set.
-            if devices[item.job.command.device] == nil || moment > item.job.command.expiresAt {
+            if hub.devices[item.job.command.device] == nil || moment > item.job.command.expiresAt {
                 item.resume.resume(returning: .single)
             } else {
                 ready.append(item)
             }
         }
-        guard let vendor = vendors[group.vendorID], !ready.isEmpty else {
+        guard let vendor = hub.vendors[group.vendorID], !ready.isEmpty else {
             ready.forEach { $0.resume.resume(returning: .single) }
             return
         }

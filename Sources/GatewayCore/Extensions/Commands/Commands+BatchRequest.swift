@@ -19,7 +19,7 @@ extension Commands {
                 results[index] = itemResult(nil, .invalidPayload("each item needs \"device\" and a \"set\" object"))
                 continue
             }
-            guard let id = DeviceID(validating: rawID), let device = devices[id] else {
+            guard let id = DeviceID(validating: rawID), let device = hub.devices[id] else {
                 results[index] = itemResult(rawID, .unknownDevice(rawID))
                 continue
             }

@@ -30,9 +30,9 @@ extension Commands {
         for var job in jobs {
             let id = job.command.device
             var lane = lanes[id] ?? CommandLane()
-            guard lane.jobs.count < config.commands.maxQueuedPerDevice else {
+            guard lane.jobs.count < hub.config.commands.maxQueuedPerDevice else {
                 hub.counters.commandsRefused += 1
-                refuse(job, .queueFull(device: id.rawValue, limit: config.commands.maxQueuedPerDevice))
+                refuse(job, .queueFull(device: id.rawValue, limit: hub.config.commands.maxQueuedPerDevice))
                 continue
             }
             commandSequence += 1
@@ -118,7 +118,7 @@ extension Commands {
             for (job, storedSending) in zip(group, stored) {
                 let id = job.command.device
                 guard let index = lanes[id]?.jobs.firstIndex(where: { $0.command.id == job.command.id }) else { continue }
-                if let failure, config.commands.whenStorageFails == .refuse {
+                if let failure, hub.config.commands.whenStorageFails == .refuse {
                     lanes[id]?.jobs.remove(at: index)
                     hub.counters.commandsRefused += 1
                     refuse(job, failure)
@@ -150,7 +150,7 @@ extension Commands {
         }
         guard let error = await outbox.write(changes) else { return nil }
         let failure = storageError(error)
-        if config.commands.whenStorageFails == .send {
+        if hub.config.commands.whenStorageFails == .send {
             rateLimitedLog("outbox", .error, "cannot store commands in the outbox (\(failure.message)); sending them anyway (commands.when_storage_fails: send)")
         }
         return failure

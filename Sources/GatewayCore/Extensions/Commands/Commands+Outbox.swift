@@ -15,7 +15,7 @@ extension Commands {
             case .done: return
             case .single: break
             case .unknown(let failure):
-                guard let vendor = vendors[job.command.vendorID] else { break }
+                guard let vendor = hub.vendors[job.command.vendorID] else { break }
                 if await settleUnknownOutcome(job, failure, vendor: vendor, mayResend: true) { return }
                 // The batch call was its one send; what follows is its one re-send.
                 return await attempt(job, resent: true)
@@ -51,11 +51,11 @@ extension Commands {
         // Stored as `sending` when it could go at once: no second commit before the first vendor call.
         var markedSending = job.storedSending
         while true {
-            guard let vendor = vendors[command.vendorID], devices[command.device] != nil else {
+            guard let vendor = hub.vendors[command.vendorID], hub.devices[command.device] != nil else {
                 return await settleFailed(job, .unknownDevice(command.device.rawValue))
             }
             if isSuperseded(job) { return await settleFailed(job, .superseded(commandID: id)) }
-            if now() > command.expiresAt {
+            if hub.now() > command.expiresAt {
                 return await settleFailed(job, .expired(commandID: id, expiredAt: command.expiresAt))
             }
             if !markedSending { await recordNow(job, [.transition(id: id, to: .sending)]) }
@@ -77,10 +77,10 @@ extension Commands {
                 guard failure.retryable else { return await settleFailed(job, failure) }
                 // The vendor is unhealthy: keep the command (and the ones behind it) waiting.
                 recordLater(job, .transition(id: id, to: .pending, error: failure.jsonText))
-                let remaining = command.expiresAt.timeIntervalSince(now())
+                let remaining = command.expiresAt.timeIntervalSince(hub.now())
                 var wait = max(backoff, failure.retryAfter ?? .zero)
                 if remaining < wait.inSeconds { wait = .milliseconds(Int64(max(0, remaining) * 1000) + 10) }
-                logger.info("command \(id) waits for \(command.vendorID) (\(failure.code.rawValue)); next try in \(GatewayError.readable(wait))")
+                hub.logger.info("command \(id) waits for \(command.vendorID) (\(failure.code.rawValue)); next try in \(GatewayError.readable(wait))")
                 await waitForVendor(command.vendorID, atMost: wait)
                 // Shutting down: the row stays queued and runs after the restart.
                 if Task.isCancelled { return }
@@ -100,19 +100,19 @@ extension Commands {
     /// Returns true when the command is settled.
     package func settleUnknownOutcome(_ job: CommandJob, _ failure: GatewayError, vendor: any Vendor, mayResend: Bool) async -> Bool {
         let command = job.command
-        let window = Duration.seconds(max(0, config.commands.settleWindow))
-        let settleBy = now().addingTimeInterval(max(0, config.commands.settleWindow))
+        let window = Duration.seconds(max(0, hub.config.commands.settleWindow))
+        let settleBy = hub.now().addingTimeInterval(max(0, hub.config.commands.settleWindow))
         var pause = Duration.milliseconds(500)
-        logger.notice("command \(command.id) for \(command.device): \(failure.code.rawValue), its outcome is unknown; reading the state back instead of sending it again")
+        hub.logger.notice("command \(command.id) for \(command.device): \(failure.code.rawValue), its outcome is unknown; reading the state back instead of sending it again")
         while true {
             if let values = try? await vendor.readState(command.device), Self.stateShows(command.changes, in: values) {
-                logger.info("command \(command.id) for \(command.device) was carried out (state read back)")
+                hub.logger.info("command \(command.id) for \(command.device) was carried out (state read back)")
                 await settleSucceeded(job, CommandOutcome(confirmed: values))
                 return true
             }
-            let remaining = settleBy.timeIntervalSince(now())
+            let remaining = settleBy.timeIntervalSince(hub.now())
             if remaining <= 0 { break }
-            try? await clock.sleep(for: min(pause, .seconds(remaining)))
+            try? await hub.clock.sleep(for: min(pause, .seconds(remaining)))
             // Shutting down: the row stays `sending`; the restart settles it (never re-sent for locks).
             if Task.isCancelled { return true }
             pause = min(pause * 2, .seconds(8))
@@ -121,9 +121,9 @@ extension Commands {
             await settleFailed(job, .superseded(commandID: command.id))
             return true
         }
-        let critical = devices[command.device]?.type.isSecurityCritical ?? true
-        if !critical, mayResend, now() < command.expiresAt {
-            logger.notice("command \(command.id) for \(command.device) did not show in the device's state within \(GatewayError.readable(window)); sending it once more (switching is idempotent)")
+        let critical = hub.devices[command.device]?.type.isSecurityCritical ?? true
+        if !critical, mayResend, hub.now() < command.expiresAt {
+            hub.logger.notice("command \(command.id) for \(command.device) did not show in the device's state within \(GatewayError.readable(window)); sending it once more (switching is idempotent)")
             return false
         }
         let why = critical ? " (locks, garage doors and covers are never re-sent)" : mayResend ? "" : " (it was already sent once more)"
@@ -162,7 +162,7 @@ extension Commands {
         let command = job.command
         let id = command.id
         hub.counters.commandsExecuted += 1
-        hub.emit(.commandFinished(vendorID: command.vendorID, result: "ok", duration: .clampedSeconds(now().timeIntervalSince(command.issuedAt))))
+        hub.emit(.commandFinished(vendorID: command.vendorID, result: "ok", duration: .clampedSeconds(hub.now().timeIntervalSince(command.issuedAt))))
         hub.applyConfirmed(outcome.confirmed, to: command.device)
         respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)
         let result = JSONText.object(outcome.confirmed)
@@ -181,7 +181,7 @@ extension Commands {
         }
         job.completion?(failure)
         hub.emit(.commandFinished(vendorID: command.vendorID, result: failure.code.rawValue,
-                                  duration: .clampedSeconds(now().timeIntervalSince(command.issuedAt))))
+                                  duration: .clampedSeconds(hub.now().timeIntervalSince(command.issuedAt))))
         fail(failure, device: command.device, context: commandContext(command), reply: job.reply)
     }
 
@@ -194,7 +194,7 @@ extension Commands {
             let decoder = JSONDecoder()
             for entry in try await store.run({ try $0.interruptedEntries() }) {
                 guard let command = try? decoder.decode(DeviceCommand.self, from: Data(entry.json.utf8)) else { continue }
-                let critical = devices[command.device]?.type.isSecurityCritical ?? true
+                let critical = hub.devices[command.device]?.type.isSecurityCritical ?? true
                 if critical {
                     _ = await outbox?.write([.transition(id: entry.id, to: .failed, error: "interrupted")])
                     fail(.interrupted(commandID: entry.id), device: command.device, context: commandContext(command), reply: Reply())
@@ -210,9 +210,9 @@ extension Commands {
                 }
                 enqueue(CommandJob(command: command, reply: Reply(), persisted: true))
             }
-            if !pending.isEmpty { logger.info("resumed \(pending.count) queued command(s)") }
+            if !pending.isEmpty { hub.logger.info("resumed \(pending.count) queued command(s)") }
         } catch {
-            logger.error("cannot read the outbox: \(error)")
+            hub.logger.error("cannot read the outbox: \(error)")
         }
     }
 }

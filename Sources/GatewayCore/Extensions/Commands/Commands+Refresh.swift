@@ -18,7 +18,7 @@ extension Commands {
     package static let maxRefreshWaiters = 256
 
     package func refresh(_ id: DeviceID, reply: Reply) {
-        guard let device = devices[id], let vendor = vendors[device.vendorID] else {
+        guard let device = hub.devices[id], let vendor = hub.vendors[device.vendorID] else {
             return fail(.unknownDevice(id.rawValue), device: nil, context: [:], reply: reply)
         }
         let key = vendor.refreshesAllDevices ? "vendor:" + device.vendorID : "device:" + id.rawValue
@@ -35,10 +35,10 @@ extension Commands {
 
     private func scheduleRefresh(_ key: String) {
         guard var state = refreshes[key], !state.running, !state.scheduled, !state.waiters.isEmpty else { return }
-        let wait = state.lastStarted.map { Self.minimumRefreshInterval - now().timeIntervalSince($0) } ?? 0
+        let wait = state.lastStarted.map { Self.minimumRefreshInterval - hub.now().timeIntervalSince($0) } ?? 0
         state.scheduled = true
         refreshes[key] = state
-        let clock = self.clock
+        let clock = hub.clock
         hub.tasks.spawn { [self] in
             if wait > 0 { try? await clock.sleep(for: .seconds(wait)) }
             await runRefresh(key)
@@ -48,10 +48,10 @@ extension Commands {
     private func runRefresh(_ key: String) async {
         guard var state = refreshes[key], let first = state.waiters.first?.device else { return }
         let waiters = state.waiters
-        state = RefreshState(running: true, scheduled: false, lastStarted: now(), waiters: [])
+        state = RefreshState(running: true, scheduled: false, lastStarted: hub.now(), waiters: [])
         refreshes[key] = state
         var failure: GatewayError?
-        if let device = devices[first], let vendor = vendors[device.vendorID] {
+        if let device = hub.devices[first], let vendor = hub.vendors[device.vendorID] {
             do {
                 try await vendor.refresh(first)
             } catch let error as GatewayError {
@@ -65,7 +65,7 @@ extension Commands {
         for (id, reply) in waiters {
             if let failure {
                 fail(failure, device: id, context: ["request": "refresh"], reply: reply)
-            } else if devices[id] == nil {
+            } else if hub.devices[id] == nil {
                 fail(.unknownDevice(id.rawValue), device: nil, context: ["request": "refresh"], reply: reply)
             } else {
                 respond(reply, status: "ok", data: ["id": .string(id.rawValue)], error: nil)

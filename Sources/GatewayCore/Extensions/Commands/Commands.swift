@@ -74,14 +74,6 @@ package final class Commands: GatewayExtension {
         await outbox?.flush()
     }
 
-    // What the command code reads from the core, by the names it always used.
-    package var config: GatewayConfig { hub.config }
-    package var logger: Logger { hub.logger }
-    package var clock: any Clock<Duration> { hub.clock }
-    package func now() -> Date { hub.now() }
-    package var devices: [DeviceID: Device] { hub.devices }
-    package var vendors: [String: any Vendor] { hub.vendors }
-
     package var subscriptions: [String] {
         let base = hub.topics.base
         return ["\(base)/device/+/set", "\(base)/device/+/set/+", "\(base)/device/+/get"]
@@ -104,7 +96,7 @@ package final class Commands: GatewayExtension {
             guard case .string(let raw)? = body["id"] ?? body["device"] else {
                 return fail(.invalidPayload("device/refresh needs {\"id\":\"<device_id>\"}"), device: nil, context: context, reply: reply)
             }
-            guard let id = DeviceID(validating: raw), devices[id] != nil else {
+            guard let id = DeviceID(validating: raw), hub.devices[id] != nil else {
                 return fail(.unknownDevice(raw), device: nil, context: context, reply: reply)
             }
             refresh(id, reply: reply)
@@ -125,7 +117,7 @@ package final class Commands: GatewayExtension {
         let deepest = depths.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.prefix(10)
         report.queues["commands_waiting"] = .number(Double(depths.values.reduce(0, +)))
         report.queues["devices_with_commands"] = .number(Double(depths.count))
-        report.queues["max_per_device"] = .number(Double(config.commands.maxQueuedPerDevice))
+        report.queues["max_per_device"] = .number(Double(hub.config.commands.maxQueuedPerDevice))
         report.queues["deepest"] = .object(Dictionary(uniqueKeysWithValues: deepest.map { ($0.key.rawValue, JSON.number(Double($0.value))) }))
         report.queues["refreshes_waiting"] = .number(Double(refreshes.values.reduce(0) { $0 + $1.waiters.count }))
     }
@@ -159,14 +151,14 @@ package final class Commands: GatewayExtension {
     /// Wakes the commands waiting for this vendor (see `waitForVendor`).
     package func vendorRecovered(_ vendorID: String) {
         guard let waiting = recoveryWaiters.removeValue(forKey: vendorID), !waiting.isEmpty else { return }
-        logger.info("vendor \(vendorID) recovered; \(waiting.count) waiting command(s) go now")
+        hub.logger.info("vendor \(vendorID) recovered; \(waiting.count) waiting command(s) go now")
         for continuation in waiting.values { continuation.resume() }
     }
 
     /// Waits until the vendor's health improves, at most `limit` (the retry backoff or the command's deadline).
     package func waitForVendor(_ vendorID: String, atMost limit: Duration) async {
         let key = UUID()
-        let clock = self.clock
+        let clock = hub.clock
         // The timer is a tracked task: shutdown cancels it, which ends this wait too.
         await withCheckedContinuation { continuation in
             recoveryWaiters[vendorID, default: [:]][key] = continuation
@@ -210,7 +202,7 @@ package final class Commands: GatewayExtension {
     package func storageError(_ error: any Error) -> GatewayError {
         GatewayError(
             .storageUnavailable,
-            message: "The command was not stored: the cache at \(config.storage?.path ?? "?") cannot be written (\(GatewayError.clip("\(error)"))).",
+            message: "The command was not stored: the cache at \(hub.config.storage?.path ?? "?") cannot be written (\(GatewayError.clip("\(error)"))).",
             suggestion: GatewayError.Code.storageUnavailable.defaultSuggestion
         )
     }
@@ -231,7 +223,7 @@ package final class Commands: GatewayExtension {
             let device = message.retain ? DeviceID(validating: rawID) : nil
             return fail(refusal, device: device, context: context, reply: reply)
         }
-        guard let id = DeviceID(validating: rawID), let device = devices[id] else {
+        guard let id = DeviceID(validating: rawID), let device = hub.devices[id] else {
             return fail(.unknownDevice(rawID), device: nil, context: context, reply: reply)
         }
         switch CommandParser.parse(payload: message.payload, key: key, device: device, current: hub.states[id] ?? DeviceState()) {
@@ -246,7 +238,7 @@ package final class Commands: GatewayExtension {
 
     package func handleGet(_ message: InboundMessage, rawID: String) {
         let reply = Reply(responseTopic: message.responseTopic, correlationData: message.correlationData)
-        guard let id = DeviceID(validating: rawID), devices[id] != nil else {
+        guard let id = DeviceID(validating: rawID), hub.devices[id] != nil else {
             return fail(.unknownDevice(rawID), device: nil, context: ["topic": .string(message.topic)], reply: reply)
         }
         refresh(id, reply: reply)
