@@ -101,9 +101,10 @@ let package = Package(
 
         // Protocol clients: thin Swift over the C libraries; no gateway knowledge.
         .target(name: "MQTT", dependencies: ["CMosquitto"], swiftSettings: strict),
-        // Modular exponentiation for SRP sign-ins (Emporia's Cognito): C Montgomery multiplication, Swift on BigInt.
-        .target(name: "CModExp"),
-        .target(name: "ModularPower", dependencies: ["CModExp", .product(name: "BigInt", package: "BigInt")], swiftSettings: strict),
+        // Modular exponentiation for SRP sign-ins (Emporia's Cognito) on BigInt values: OpenSSL's libcrypto (there
+        // for libcurl anyway) and its constant-time Montgomery exponentiation.
+        .systemLibrary(name: "COpenSSLCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(name: "ModularPower", dependencies: ["COpenSSLCrypto", .product(name: "BigInt", package: "BigInt")], swiftSettings: strict),
         .target(name: "CurlHTTP", dependencies: ["CCurl"], swiftSettings: strict),
 
         // The normalized model every vendor produces and the publisher consumes.
