@@ -99,10 +99,6 @@ package final class GatewayHub {
         for item in extensions { item.handle(event) }
     }
 
-    package func first<T>(_ type: T.Type) -> T? {
-        extensions.lazy.compactMap { $0 as? T }.first
-    }
-
     // MARK: - Vendors
 
     package func register(_ vendor: any Vendor) {
