@@ -5,7 +5,7 @@ import Testing
 import Glibc
 #endif
 
-/// Issue 8 point 3: the cache holds vendor health and command payloads, so only the gateway's user may read it.
+/// The cache holds vendor health and command payloads, so only the gateway's user may read it.
 @Suite struct FilePermissionTests {
     static func mode(_ path: String) -> mode_t? {
         var info = stat()

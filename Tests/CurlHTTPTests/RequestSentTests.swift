@@ -3,7 +3,7 @@ import CurlHTTP
 import Foundation
 import Testing
 
-/// Issue 7 point 1: a failure says whether the request had left, so a command that may have been carried
+/// A failure says whether the request had left, so a command that may have been carried
 /// out is not sent again while one that surely never arrived can be.
 @Suite struct RequestSentTests {
     @Test func timeoutAfterSendingSaysTheRequestWasSent() async throws {

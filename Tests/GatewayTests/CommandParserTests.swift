@@ -60,7 +60,7 @@ import Testing
         #expect(code(parse(#"{"lock":"OPEN"}"#, device: lock)) == .invalidPayload)
     }
 
-    // MARK: Issue 8 point 1: malformed payloads must never unlock
+    // MARK: Malformed payloads must never unlock
 
     /// Invisible or non-ASCII whitespace around UNLOCK: bare on /set, on /set/lock, quoted, and as a JSON value.
     @Test(arguments: ["\u{200B}", "\u{00A0}", "\u{3000}", "\u{2028}"])

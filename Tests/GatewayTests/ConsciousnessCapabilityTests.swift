@@ -6,7 +6,7 @@ import GatewayTesting
 import MQTT
 import Testing
 
-/// Issue 7 point 2 end to end: the consciousness backend can only switch power, so its lock, door and
+/// End to end: the consciousness backend can only switch power, so its lock, door and
 /// brightness are read-only everywhere: bridge/devices, Home Assistant discovery and the command path.
 @Suite(.timeLimit(.minutes(2))) struct ConsciousnessCapabilityTests {
     static let lock = "consciousness_lock-front-door"

@@ -86,7 +86,7 @@ import Testing
         try #require(try object(discovery.messages(for: device)[0].payload)["components"] as? [String: [String: Any]])
     }
 
-    /// Issue 7 point 6: `light.demo_light_light` → `light.demo_light`; other entities keep `<device>_<key>`.
+    /// `light.demo_light_light` → `light.demo_light`; other entities keep `<device>_<key>`.
     @Test func theMainEntityTakesTheDeviceIDAloneOthersKeepTheKey() throws {
         let discovery = HomeAssistantDiscovery(topics: topics, mode: .device, version: "1.0")
         let cases: [(Device, String, String)] = [
@@ -118,7 +118,7 @@ import Testing
         #expect(air["temperature"]?["default_entity_id"] as? String == "sensor.demo_air_temperature")
     }
 
-    /// Issue 7 point 7: 44.628 % and 21.268 °C are shown with a sensible number of decimals.
+    /// 44.628 % and 21.268 °C are shown with a sensible number of decimals.
     @Test func everyNumericSensorHasADisplayPrecision() throws {
         let discovery = HomeAssistantDiscovery(topics: topics, mode: .device, version: "1.0")
         let numeric = StateKeys.all.filter { spec in

@@ -10,8 +10,8 @@ import Testing
 import VendorDemo
 import VendorKit
 
-/// The gateway device, the home views as Home Assistant devices and `<base>/bridge/health`
-/// (issue 7 point 7), through the controller and through a real broker.
+/// The gateway device, the home views as Home Assistant devices and `<base>/bridge/health`, through the
+/// controller and through a real broker.
 @Suite(.timeLimit(.minutes(2))) struct HomeAssistantBridgeTests {
     func parse(_ text: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
@@ -106,7 +106,7 @@ import VendorKit
     }
 }
 
-/// Issue 7 point 5, demo side: with `storage:`, the demo's counters and battery level continue from the cache.
+/// Demo side: with `storage:`, the demo's counters and battery level continue from the cache.
 @Suite(.timeLimit(.minutes(2))) struct DemoRestoreIntegrationTests {
     static let keys = ["solar_energy", "grid_import_energy", "grid_export_energy", "battery_charge_energy", "battery_discharge_energy",
                        "home_energy", "battery_level"]

@@ -8,7 +8,7 @@ import MQTT
 import Testing
 import VendorSimulators
 
-/// Issue 22 §4: what Home Assistant shows must be able to be right — names that do not repeat the device's,
+/// What Home Assistant shows must be able to be right — names that do not repeat the device's,
 /// one entity per fact.
 @Suite struct HomeAssistantNamingTests {
     let discovery: HomeAssistantDiscovery = {

@@ -10,7 +10,7 @@ import Synchronization
 import Testing
 import VendorKit
 
-/// Issue 22 §5: on a fresh start the consciousness lock's and garage's states reached a subscriber before their
+/// On a fresh start the consciousness lock's and garage's states reached a subscriber before their
 /// discovery and availability, and every state before `bridge/devices`. The documented first-message order
 /// ("Order of messages" in mqtt-topics.md) must hold for devices that arrive after the first connect: a vendor
 /// that answers late, and a device that appears mid-run.

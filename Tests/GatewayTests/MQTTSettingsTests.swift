@@ -5,7 +5,7 @@ import MQTT
 import Testing
 import VendorKit
 
-/// `mqtt.ca_path` and `mqtt.offline_queue_size` reach the MQTT client (issue 7 point 3, issue 8 point 4).
+/// `mqtt.ca_path` and `mqtt.offline_queue_size` reach the MQTT client.
 @Suite struct MQTTSettingsTests {
     @Test func caPathAndOfflineQueueSizeAreReadAndPassedToTheClient() throws {
         let yaml = "mqtt: {url: mqtts://broker:8883, ca_path: /etc/ssl/certs, offline_queue_size: 250}\nvendors: [{type: demo, id: demo}]\n"

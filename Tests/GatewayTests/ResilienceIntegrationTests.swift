@@ -7,7 +7,7 @@ import GatewayTesting
 import MQTT
 import Testing
 
-/// Issue 3 end to end: real broker, real SQLite file, the consciousness backend simulator.
+/// End to end: real broker, real SQLite file, the consciousness backend simulator.
 @Suite(.timeLimit(.minutes(3))) struct ResilienceIntegrationTests {
     static let kitchen = "consciousness_lights-kitchen"
     static let garage = "consciousness_garage-door-main"

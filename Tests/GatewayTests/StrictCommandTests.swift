@@ -4,7 +4,7 @@ import Foundation
 import GatewayModel
 import Testing
 
-/// Issue 8 point 1 end to end: the payloads that unlocked `demo_lock` go through the controller and the
+/// End to end: the payloads that unlocked `demo_lock` go through the controller and the
 /// demo vendor, each ends in `command_failed` with its code, and the lock stays LOCKED.
 @Suite struct StrictCommandTests {
     @Test func malformedPayloadsNeverUnlockTheDemoLock() async throws {

@@ -6,7 +6,7 @@ import GatewayTesting
 import MQTT
 import Testing
 
-/// Issue 22 §5: against the real backend one OFF was sent 5 times, about every 65 s (its settle window plus the
+/// Against the real backend one OFF was sent 5 times, about every 65 s (its settle window plus the
 /// timeout), until it expired, although the rule is "sent once more". A backend that takes the command but never
 /// shows it gets it twice at most; then the sender hears an error with a code.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct UnknownOutcomeResendTests {

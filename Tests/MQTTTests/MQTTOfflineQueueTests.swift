@@ -86,7 +86,7 @@ private let fastReconnect = MQTTReconnectPolicy(minDelay: .milliseconds(20), max
 
 @Suite("MQTT offline queue and CONNECT ordering", .timeLimit(.minutes(2)))
 struct MQTTConnectOrderingTests {
-    /// Issue 7 point 3: publishes racing with connect must never reach the socket before CONNECT.
+    /// Publishes racing with connect must never reach the socket before CONNECT.
     @Test func nothingIsWrittenBeforeConnectWhilePublishersRaceTheConnect() async throws {
         let listener = try FirstPacketListener()
         var configuration = try MQTTConfiguration(url: listener.url, clientID: TestMQTTClient.uniqueClientID("race"))

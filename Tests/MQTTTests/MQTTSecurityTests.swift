@@ -159,7 +159,7 @@ struct MQTTTLSTrustTests {
         return nil
     }
 
-    /// Issue 8 point 4: without `ca_file` the OS CA directory is used, and reconnects work too
+    /// Without `ca_file` the OS CA directory is used, and reconnects work too
     /// (MOSQ_OPT_TLS_USE_OS_CERTS alone connected once, then every reconnect failed with MOSQ_ERR_INVAL).
     @Test func anOSStyleHashedCADirectoryConnectsAndReconnects() async throws {
         let ca = try await TestCA.make()

@@ -107,7 +107,7 @@ struct CircuitBreakerTests {
         #expect(breaker.nextAttemptIn == .seconds(5), "a close starts the waits at 5 s again")
     }
 
-    /// Issue 22 §5: one failed probe cost the whole configured wait (devices came back 38–58 s after the backend).
+    /// One failed probe cost the whole configured wait (devices came back 38–58 s after the backend).
     /// The wait starts at 5 s and doubles with each failed probe up to the configured `open_duration`.
     @Test func probeFailureReopensForLongerUpToTheConfiguredWait() throws {
         let breaker = makeBreaker()

@@ -3,7 +3,7 @@ import GatewayTesting
 import Resilience
 import Testing
 
-/// Issue 7 point 1: a command whose request may have reached the vendor is never repeated by `resilientCall`.
+/// A command whose request may have reached the vendor is never repeated by `resilientCall`.
 @Suite struct OutcomeUnknownTests {
     let clock = ManualClock()
     /// Immediate retries: only the outcome rule can stop them.
@@ -71,7 +71,7 @@ import Testing
     }
 }
 
-/// Issue 8 point 3: configured secrets are cut out of vendor-derived text in every encoding.
+/// Configured secrets are cut out of vendor-derived text in every encoding.
 @Suite struct SecretRedactorTests {
     @Test func everyFormOfTheSecretIsRedacted() {
         let redactor = SecretRedactor()

@@ -208,7 +208,7 @@ import VendorTesting
             #expect(error?.retryable == false)
             #expect(error?.message.contains("definitely-wrong-password") == false)
         }
-        // Issue 7 point 9: the refusal is held off, so the four polls right after it log in no more.
+        // The refusal is held off, so the four polls right after it log in no more.
         #expect(rig.simulator.counters.failedLogins == 1)
         #expect(rig.vendor.http.breaker.state == .closed)
         let health = try #require(rig.log.health.last)

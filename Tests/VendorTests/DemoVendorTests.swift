@@ -6,7 +6,7 @@ import VendorDemo
 import VendorKit
 import VendorTesting
 
-/// The demo's solar + battery system over a simulated day, and its counters across restarts (issue 7 points 5 and 7).
+/// The demo's solar + battery system over a simulated day, and its counters across restarts.
 @Suite struct DemoVendorTests {
     final class Box<Value: Sendable>: Sendable {
         let lock: Mutex<Value>

@@ -163,7 +163,7 @@ import VendorTesting
         #expect(fine.problems.isEmpty && options?.network.url == "https://api.flumetech.com" && options?.network.quota?.perHour == 120)
     }
 
-    /// Issue 23: a token whose `user_id` claim is a number past Int64 (`1e300`) trapped in `Int64(number)`. Such a
+    /// A token whose `user_id` claim is a number past Int64 (`1e300`) trapped in `Int64(number)`. Such a
     /// claim is no user id: the login then fails with `malformed_response` ("carries no usable user_id").
     @Test func aUserIDPastInt64IsNoUserIDNotACrash() {
         func userID(_ claim: String) -> String? {

@@ -162,7 +162,7 @@ import VendorTesting
         )
     }
 
-    /// Issue 23: `<start>9223372036854775807</start>` trapped in start + duration (SIGILL), and as the file is read
+    /// `<start>9223372036854775807</start>` trapped in start + duration (SIGILL), and as the file is read
     /// at every start the gateway crash-looped under systemd. Such a file is refused with a reason, like any other
     /// unusable download, and the vendor reads the folder again once it is replaced.
     @Test func anIntervalPastAnyDateRefusesTheFileNotACrash() async throws {

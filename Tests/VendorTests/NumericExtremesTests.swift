@@ -14,7 +14,7 @@ import VendorTesting
 @testable import VendorSense
 @testable import VendorSolarEdge
 
-/// Issue 23: every vendor's decoder and mapping fed numbers at the edges of what JSON and XML can hold. A number
+/// Every vendor's decoder and mapping fed numbers at the edges of what JSON and XML can hold. A number
 /// is refused, left out or clamped; it never traps and never reaches the model as infinity.
 @Suite struct NumericExtremesTests {
     /// JSON numbers Foundation's decoders accept (1e400 and 1e-400 are refused before any vendor sees them).

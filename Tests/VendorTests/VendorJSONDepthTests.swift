@@ -6,7 +6,7 @@ import VendorConsciousness
 import VendorKit
 import VendorTesting
 
-/// Issue 8 point 5: a backend's deeply nested body cost 0.8 s per poll in JSONDecoder; it is now refused
+/// A backend's deeply nested body cost 0.8 s per poll in JSONDecoder; it is now refused
 /// by the strict, linear parser before JSONDecoder runs, as `malformed_response` with the reason.
 @Suite struct VendorJSONDepthTests {
     func response(_ body: String) -> HTTPClientResponse {

@@ -183,7 +183,7 @@ public final class VendorHTTP: Sendable {
     /// Classifies `response` and decodes its JSON body (no network; the building block of `sendJSON`).
     public func decode<T: Decodable>(_ type: T.Type, from response: HTTPClientResponse, context: String) throws(GatewayError) -> T {
         try check(response, expectsJSON: true)
-        // Strict, linear and depth-limited first: a 500-deep body never reaches JSONDecoder (issue 8 point 5).
+        // Strict, linear and depth-limited first: a 500-deep body never reaches JSONDecoder.
         if case .failure(let problem) = StrictJSON.parse(response.body) { throw classifier.unexpectedShape("the gateway cannot read it as JSON: \(problem)", context: context) }
         do {
             return try JSONDecoder().decode(type, from: response.body)
