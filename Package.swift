@@ -231,7 +231,7 @@ let package = Package(
 
         .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "GatewayTesting"], swiftSettings: strict),
-        .testTarget(name: "CurlHTTPTests", dependencies: ["CurlHTTP", "ConsciousnessSimulator"], swiftSettings: strict),
+        .testTarget(name: "CurlHTTPTests", dependencies: ["CurlHTTP", "ConsciousnessSimulator", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "ResilienceTests", dependencies: ["Resilience", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
         .testTarget(

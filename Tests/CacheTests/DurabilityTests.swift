@@ -1,5 +1,6 @@
 import Cache
 import Foundation
+import GatewayTesting
 import Synchronization
 import Testing
 
@@ -46,7 +47,7 @@ struct DurabilityTests {
 
             for snapshot in 0..<3 {
                 let target = (snapshot + 1) * 30
-                #expect(await eventually(within: 60) { shared.confirmed.withLock { $0.count } >= target })
+                try await waitUntil("\(target) confirmed commands", timeout: .seconds(60)) { shared.confirmed.withLock { $0.count } >= target }
                 let confirmedBefore = shared.confirmed.withLock { $0 }
                 // The cut must fall while readings are still being written.
                 #expect(shared.readingBatches.load(ordering: .relaxed) < 300)

@@ -36,16 +36,6 @@ final class TestClock: Sendable {
     func set(_ value: Double) { time.withLock { $0 = value } }
 }
 
-/// Polls `condition` until it holds or `seconds` pass; returns whether it held.
-func eventually(within seconds: Double = 5, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return try await condition()
-}
-
 let hour = 3600.0
 let day = 86_400.0
 /// An hour boundary used as the start of test data.

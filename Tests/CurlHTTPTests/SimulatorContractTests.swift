@@ -1,6 +1,7 @@
 import ConsciousnessSimulator
 import CurlHTTP
 import Foundation
+import GatewayTesting
 import Testing
 
 @Suite("CurlHTTP against the consciousness simulator")
@@ -155,13 +156,11 @@ struct SimulatorContractTests {
                 method: .post, url: "\(base)/_sim/faults", body: Data(#"{"fault":"down","seconds":1}"#.utf8)
             ))
             #expect(accepted.status == 200)
-            let wentDown = await waitUntil { await !fixture.simulator.isRunning }
-            #expect(wentDown)
+            try await waitUntil("the simulator down") { await !fixture.simulator.isRunning }
             await expectHTTPError(.connectFailed) { try await fixture.client.send(HTTPClientRequest(url: "\(base)/health")) }
-            let cameBack = await waitUntil {
+            try await waitUntil("the simulator back") {
                 (try? await fixture.client.send(HTTPClientRequest(url: "\(base)/health")).status) == 200
             }
-            #expect(cameBack)
             #expect(await fixture.simulator.port == port)
         }
     }

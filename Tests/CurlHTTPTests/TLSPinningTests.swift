@@ -1,5 +1,6 @@
 import CurlHTTP
 import Foundation
+import GatewayTesting
 import Testing
 
 /// A throwaway self-signed TLS server (`openssl s_server -www`) on a loopback port, like a LAN device.
@@ -23,7 +24,7 @@ private final class SelfSignedServer: Sendable {
             "openssl x509 -in '\(cert)' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64",
         ]).trimmingCharacters(in: .whitespacesAndNewlines)
 
-        let port = try freeLoopbackPort()
+        let port = try UInt16(freeLoopbackPort())
         url = "https://127.0.0.1:\(port)/"
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
@@ -61,25 +62,6 @@ private final class SelfSignedServer: Sendable {
     }
 }
 
-/// A port the kernel just handed out and released (a tiny reuse race is acceptable for a test).
-private func freeLoopbackPort() throws -> UInt16 {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw HTTPError(kind: .other(-1), message: "socket() failed") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-            bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
-        }
-    }
-    guard bound else { throw HTTPError(kind: .other(-1), message: "bind() failed") }
-    return UInt16(bigEndian: address.sin_port)
-}
-
 /// Runs `body` with a started self-signed server and the pin the client fetched on first use.
 private func withSelfSignedServer(_ body: (SelfSignedServer, HTTPClient, String) async throws -> Void) async throws {
     let server = try SelfSignedServer()
@@ -90,11 +72,10 @@ private func withSelfSignedServer(_ body: (SelfSignedServer, HTTPClient, String)
     }
     var fetched: String?
     // s_server needs a moment to listen; poll instead of sleeping a fixed time.
-    let ready = await waitUntil(timeout: .seconds(10)) {
+    try await waitUntil("s_server to serve its certificate", timeout: .seconds(10)) {
         fetched = try? await client.fetchPublicKeyPin(url: server.url, connectTimeout: .seconds(1))
         return fetched != nil
     }
-    #expect(ready)
     try await body(server, client, try #require(fetched))
 }
 

@@ -83,17 +83,6 @@ func jsonObject(_ data: Data) throws -> [String: Any] {
     try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
 }
 
-/// Polls `condition` until it holds or `timeout` passes (for real I/O, instead of fixed sleeps).
-func waitUntil(timeout: Duration = .seconds(5), _ condition: () async -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    while clock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return await condition()
-}
-
 /// A gzip member with stored (uncompressed) deflate blocks: valid gzip without needing a compressor.
 func gzipStored(_ payload: [UInt8]) -> [UInt8] {
     var out: [UInt8] = [0x1f, 0x8b, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0xff]

@@ -2,6 +2,7 @@ import ConsciousnessSimulator
 import CurlHTTP
 import FlyingFox
 import Foundation
+import GatewayTesting
 import Testing
 
 @Suite("CurlHTTP transport behaviour")
@@ -146,8 +147,7 @@ struct TransportTests {
             let task = Task { () async throws -> HTTPClientResponse in
                 try await client.send(HTTPClientRequest(url: url, timeout: .seconds(60)))
             }
-            let arrived = await waitUntil { fixture.simulator.counters.requests == 1 }
-            #expect(arrived)
+            try await waitUntil("the request at the simulator") { fixture.simulator.counters.requests == 1 }
             let started = ContinuousClock.now
             task.cancel()
             let result = await task.result

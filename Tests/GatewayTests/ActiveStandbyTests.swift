@@ -31,17 +31,9 @@ import Testing
         return last.json?["node"] as? String
     }
 
+    /// `waitUntil` with the pair's longer default (elections and takeovers take seconds).
     static func waitFor(_ what: String, timeout: Duration = .seconds(15), _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw TimeoutError(what: what) }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-    }
-
-    struct TimeoutError: Error, CustomStringConvertible {
-        var what: String
-        var description: String { "timed out waiting for \(what)" }
+        try await waitUntil(what, timeout: timeout) { condition() }
     }
 
     @Test func killingTheActiveLosesNoCommandAndRunsNoneTwice() async throws {
