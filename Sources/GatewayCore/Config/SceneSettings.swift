@@ -47,7 +47,7 @@ public struct Scene: Sendable, Hashable {
     public var json: JSON {
         [
             "id": .string(id), "name": .string(name),
-            "actions": .array(actions.map { ["device": .string($0.device), "set": JSON(JSONValue.object($0.set))] }),
+            "actions": .array(actions.map { ["device": .string($0.device), "set": JSONValue.object($0.set)] }),
         ]
     }
 

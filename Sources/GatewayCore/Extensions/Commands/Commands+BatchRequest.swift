@@ -23,7 +23,7 @@ extension Commands {
                 results[index] = itemResult(rawID, .unknownDevice(rawID))
                 continue
             }
-            let payload = Array(JSON(JSONValue.object(set)).render().utf8)
+            let payload = Array(JSONValue.object(set).render().utf8)
             switch CommandParser.parse(payload: payload, key: nil, device: device, current: hub.states[id] ?? DeviceState()) {
             case .failure(let error):
                 results[index] = itemResult(rawID, error)

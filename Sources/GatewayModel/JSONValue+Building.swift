@@ -1,23 +1,15 @@
-import GatewayModel
-
-/// A JSON document built in code and rendered with sorted keys, so equal documents are equal bytes
-/// (discovery is only re-published when its bytes change).
-public indirect enum JSON: Sendable, Hashable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
-    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByFloatLiteral
+/// Building JSON in code: literals, conversions from state values, and rendering with sorted keys, so equal
+/// documents are equal bytes (discovery is only re-published when its bytes change). Parsing is in
+/// `JSONValue.swift`: one value type for both directions.
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByFloatLiteral
 {
-    case null
-    case bool(Bool)
-    case number(Double)
-    case string(String)
-    case array([JSON])
-    case object([String: JSON])
-
     public init(stringLiteral value: String) { self = .string(value) }
     public init(integerLiteral value: Int) { self = .number(Double(value)) }
     public init(floatLiteral value: Double) { self = .number(value) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
-    public init(arrayLiteral elements: JSON...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSON)...) {
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
 
@@ -26,12 +18,12 @@ public indirect enum JSON: Sendable, Hashable, ExpressibleByStringLiteral, Expre
         case .number(let n): self = .number(n)
         case .string(let s): self = .string(s)
         case .bool(let b): self = .bool(b)
-        case .object(let members): self = .object(members.mapValues(JSON.init))
+        case .object(let members): self = .object(members.mapValues(JSONValue.init))
         }
     }
 
     /// `.string` for a value, `.null` for nil.
-    public static func optional(_ text: String?) -> JSON { text.map(JSON.string) ?? .null }
+    public static func optional(_ text: String?) -> JSONValue { text.map(JSONValue.string) ?? .null }
 
     public func render() -> String {
         var out = ""
@@ -68,21 +60,11 @@ public indirect enum JSON: Sendable, Hashable, ExpressibleByStringLiteral, Expre
     }
 
     /// Drops members whose value is null (optional fields that are not set).
-    public var compacted: JSON {
+    public var compacted: JSONValue {
         guard case .object(let members) = self else { return self }
         return .object(members.filter { $0.value != .null })
     }
 }
 
-extension JSON {
-    public init(_ value: JSONValue) {
-        switch value {
-        case .null: self = .null
-        case .bool(let flag): self = .bool(flag)
-        case .number(let number): self = .number(number)
-        case .string(let text): self = .string(text)
-        case .array(let items): self = .array(items.map(JSON.init))
-        case .object(let members): self = .object(members.mapValues(JSON.init))
-        }
-    }
-}
+/// The name the gateway's code builds documents with: the same type as `JSONValue`.
+public typealias JSON = JSONValue
