@@ -60,7 +60,7 @@ private func sensorReading(_ sensor: Int, time: Double, step: Int) -> Reading {
 
 private func benchmarkIngest(options: CacheBenchOptions, directory: String) throws {
     let path = directory + "/ingest.sqlite"
-    let store = try GatewayStore(path: path)
+    let store = try CacheStore(path: path)
     defer { try? store.close() }
     let start = 1_700_000_000.0
     var written = 0
@@ -85,7 +85,7 @@ private func benchmarkIngest(options: CacheBenchOptions, directory: String) thro
 
 private func benchmarkMonth(options: CacheBenchOptions, directory: String) throws {
     let path = directory + "/month.sqlite"
-    let store = try GatewayStore(path: path)
+    let store = try CacheStore(path: path)
     defer { try? store.close() }
     let start = 1_700_006_400.0  // a UTC midnight
     let perDay = Int(86_400 / options.interval)

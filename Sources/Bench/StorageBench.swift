@@ -19,7 +19,7 @@ enum StorageBench {
         var demoWithStorage: [Double]
         /// One outbox insert committed in the same cache, called synchronously: the disk's floor.
         var commitDirect: [Double]
-        /// The same through `GatewayStore.run` from a task (the Dispatch hop the gateway makes).
+        /// The same through `CacheStore.run` from a task (the Dispatch hop the gateway makes).
         var commitFromTask: [Double]
     }
 
@@ -43,11 +43,11 @@ enum StorageBench {
     }
 
     /// One command stored as the outbox writer stores it (a row inserted as `sending`, one transaction), timed
-    /// alone: directly, and through `GatewayStore.run` from a task.
+    /// alone: directly, and through `CacheStore.run` from a task.
     static func commits(iterations: Int) async throws -> (direct: [Double], fromTask: [Double]) {
         let directory = try TemporaryDirectory(prefix: "lbs-bench-commit")
         defer { directory.remove() }
-        let store = try GatewayStore(path: directory.file("gateway.sqlite"))
+        let store = try CacheStore(path: directory.file("gateway.sqlite"))
         func entry(_ index: Int) -> OutboxEntry {
             OutboxEntry(id: "c\(index)", vendorID: "demo", deviceID: "demo_plug", json: #"{"state":"ON"}"#, createdAt: 1, expiresAt: nil)
         }

@@ -158,7 +158,7 @@ if mode == "storage" {
     line("storage_adds_at_p50_demo", String(format: "%.3f ms (no HTTP: the storage path alone)",
                                             GatewayBench.percentile(result.demoWithStorage, 0.5) - GatewayBench.percentile(result.demoWithoutStorage, 0.5)))
     line("outbox_commit_direct", summary(result.commitDirect) + " (one row stored as sending, synchronous = FULL: the disk's floor)")
-    line("outbox_commit_from_task", summary(result.commitFromTask) + " (the same through GatewayStore.run, as the gateway calls it)")
+    line("outbox_commit_from_task", summary(result.commitFromTask) + " (the same through CacheStore.run, as the gateway calls it)")
     await broker.stop()
 }
 

@@ -1,4 +1,4 @@
-// Plain values stored by `GatewayStore`. Times are Unix seconds (`Double`), payloads are JSON text:
+// Plain values stored by `CacheStore`. Times are Unix seconds (`Double`), payloads are JSON text:
 // the cache never interprets the model, so it stays independent of `GatewayModel`.
 
 /// A device description kept so discovery can be re-published, and ghosts cleaned, after a restart.
@@ -178,7 +178,7 @@ public struct RetentionReport: Sendable, Equatable {
 }
 
 /// Where an outbox command is in its life.
-/// One change to the outbox, for `GatewayStore.apply(_:)`.
+/// One change to the outbox, for `CacheStore.apply(_:)`.
 public enum OutboxChange: Sendable, Equatable {
     /// A new command; `sending` when it goes to its vendor right away (restart then treats it as possibly sent).
     case insert(OutboxEntry, sending: Bool)

@@ -74,7 +74,7 @@ extension GatewayService {
 extension GatewayController {
     /// A controller with every feature (benchmarks and tests that drive one without the services).
     package convenience init(
-        config: GatewayConfig, transport: any MessageTransport, logger: Logger, persistence: Persistence? = nil,
+        config: GatewayConfig, transport: any MessageTransport, logger: Logger, persistence: CacheLink? = nil,
         clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.init(config: config, transport: transport, logger: logger, persistence: persistence, features: GatewayApp.features(), clock: clock, now: now)

@@ -14,9 +14,9 @@ struct DurabilityTests {
     @Test func snapshotTakenMidWriteIsConsistentAndKeepsConfirmedCommands() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("gateway.sqlite").path
-            var options = GatewayStore.Options()
+            var options = CacheStore.Options()
             options.walAutoCheckpointPages = 0
-            let store = try GatewayStore(path: path, options: options)
+            let store = try CacheStore(path: path, options: options)
             defer { try? store.close() }
 
             let shared = SharedProgress()
@@ -58,7 +58,7 @@ struct DurabilityTests {
                 try Data(contentsOf: URL(fileURLWithPath: path)).write(to: URL(fileURLWithPath: copyPath))
                 try Data(contentsOf: URL(fileURLWithPath: path + "-wal")).write(to: URL(fileURLWithPath: copyPath + "-wal"))
 
-                let copy = try GatewayStore(path: copyPath)
+                let copy = try CacheStore(path: copyPath)
                 #expect(try copy.integrityCheck() == "ok")
                 let present = Set(try copy.pending().map(\.id))
                 let missing = confirmedBefore.filter { !present.contains($0) }

@@ -19,7 +19,7 @@ import Glibc
             // A permissive umask must not matter.
             let old = umask(0o022)
             defer { umask(old) }
-            let store = try GatewayStore(path: path)
+            let store = try CacheStore(path: path)
             defer { try? store.close() }
             try store.saveVendorHealth(vendorID: "v", json: "{\"state\":\"ok\"}")
             #expect(Self.mode(path) == 0o600)
@@ -33,11 +33,11 @@ import Glibc
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("gateway.sqlite").path
             do {
-                let store = try GatewayStore(path: path)
+                let store = try CacheStore(path: path)
                 try store.close()
             }
             _ = chmod(path, 0o644)
-            let store = try GatewayStore(path: path)
+            let store = try CacheStore(path: path)
             defer { try? store.close() }
             #expect(Self.mode(path) == 0o600)
         }

@@ -82,13 +82,13 @@ struct OutboxTests {
     @Test func sendingRowsSurviveReopenAsInterrupted() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("gateway.sqlite").path
-            let store = try GatewayStore(path: path)
+            let store = try CacheStore(path: path)
             try store.enqueue(entry("in-flight"))
             try store.enqueue(entry("waiting"))
             try store.markSending(id: "in-flight")
             try store.close()
 
-            let reopened = try GatewayStore(path: path)
+            let reopened = try CacheStore(path: path)
             defer { try? reopened.close() }
             let interrupted = try reopened.interruptedEntries()
             #expect(interrupted.map(\.id) == ["in-flight"])

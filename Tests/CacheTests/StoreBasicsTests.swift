@@ -2,12 +2,12 @@ import Cache
 import Foundation
 import Testing
 
-@Suite("GatewayStore basics")
+@Suite("CacheStore basics")
 struct StoreBasicsTests {
     @Test func migrationsCreateEveryTableAndReopenKeepsData() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("gateway.sqlite").path
-            let store = try GatewayStore(path: path)
+            let store = try CacheStore(path: path)
             #expect(try store.tableNames() == [
                 "alert", "device", "device_state", "outbox", "reading", "reading_hourly", "scene", "series", "tls_pin", "vendor_health", "vendor_value",
             ])
@@ -17,7 +17,7 @@ struct StoreBasicsTests {
             try store.close()
 
             // Re-running the migrator on an existing file changes nothing and keeps the data.
-            let reopened = try GatewayStore(path: path)
+            let reopened = try CacheStore(path: path)
             defer { try? reopened.close() }
             #expect(try reopened.appliedMigrations() == ["v1", "v2", "v3", "v4"])
             #expect(try reopened.devices().map(\.id) == ["d1"])
@@ -109,15 +109,15 @@ struct StoreBasicsTests {
     @Test func badInputAndClosedStoreBecomeTypedErrors() async throws {
         try await withTemporaryDirectory { directory in
             let missing = directory.appendingPathComponent("no/such/dir/gateway.sqlite").path
-            let openError = #expect(throws: CacheError.self) { try GatewayStore(path: missing) }
+            let openError = #expect(throws: CacheError.self) { try CacheStore(path: missing) }
             #expect(openError?.code == .openFailed)
 
             let garbage = directory.appendingPathComponent("garbage.sqlite")
             try Data(repeating: 0x5A, count: 8192).write(to: garbage)
-            let garbageError = #expect(throws: CacheError.self) { try GatewayStore(path: garbage.path) }
+            let garbageError = #expect(throws: CacheError.self) { try CacheStore(path: garbage.path) }
             #expect(garbageError?.code == .openFailed)
 
-            let store = try GatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path)
+            let store = try CacheStore(path: directory.appendingPathComponent("gateway.sqlite").path)
             let rangeError = #expect(throws: CacheError.self) {
                 try store.history(deviceID: "d", key: "k", from: .nan, to: 1, resolution: .raw)
             }

@@ -13,13 +13,13 @@ func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> 
 
 /// Opens a store in a fresh temp dir, hands it to `body`, then closes it.
 func withStore<T>(
-    clock: TestClock = TestClock(), options: GatewayStore.Options = GatewayStore.Options(),
-    _ body: (GatewayStore, URL) async throws -> T
+    clock: TestClock = TestClock(), options: CacheStore.Options = CacheStore.Options(),
+    _ body: (CacheStore, URL) async throws -> T
 ) async throws -> T {
     try await withTemporaryDirectory { directory in
         var options = options
         options.clock = { clock.now }
-        let store = try GatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path, options: options)
+        let store = try CacheStore(path: directory.appendingPathComponent("gateway.sqlite").path, options: options)
         defer { try? store.close() }
         return try await body(store, directory)
     }

@@ -155,7 +155,7 @@ import VendorSimulators
         let transport = RecordingTransport()
         let controller: GatewayController
 
-        init(persistence: Persistence? = nil) async {
+        init(persistence: CacheLink? = nil) async {
             let config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "demo", id: "air")])
             controller = await GatewayController(config: config, transport: transport, logger: Logger(label: "test"), persistence: persistence)
             await controller.handle(.inventory(vendorID: "air", devices: [AlertRuleTests.air]))
@@ -195,14 +195,14 @@ import VendorSimulators
         let directory = try TemporaryDirectory()
         let path = directory.file("gateway.sqlite")
         do {
-            let persistence = try Persistence(path: path, logger: Logger(label: "test"))
+            let persistence = try CacheLink(path: path, logger: Logger(label: "test"))
             let h = await Harness(persistence: persistence)
             await h.reading(1500, at: AlertRuleTests.t0)
             try await waitUntil("alert stored") { (try? persistence.store.alerts().keys.sorted()) == ["co2_high_air_office"] }
             try persistence.store.close()
         }
         // After the restart the same high reading is no news; the alert is ON at once and clears normally.
-        let persistence = try Persistence(path: path, logger: Logger(label: "test"))
+        let persistence = try CacheLink(path: path, logger: Logger(label: "test"))
         defer { try? persistence.store.close() }
         let h = await Harness(persistence: persistence)
         #expect(h.transport.json("lbs/alert/co2_high_air_office")?["state"] as? String == "ON")
@@ -217,7 +217,7 @@ import VendorSimulators
     /// three days before; the hourly check raises `unusual_consumption` from the cache's hourly aggregates.
     @Test func unusualConsumptionIsFoundInTheCachesHourlyHistory() async throws {
         let directory = try TemporaryDirectory()
-        let persistence = try Persistence(path: directory.file("gateway.sqlite"), logger: Logger(label: "test"))
+        let persistence = try CacheLink(path: directory.file("gateway.sqlite"), logger: Logger(label: "test"))
         defer { try? persistence.store.close() }
         let meter = Device(vendorID: "air", vendorDeviceID: "meter", name: "Meter", type: .energyMeter, keys: ["home_energy"])
         let hour = (AlertRuleTests.t0.timeIntervalSince1970 / 3600).rounded(.down) * 3600

@@ -47,7 +47,7 @@ import Testing
         try await client.waitForMessage(topic: "lbs/device/\(kitchen)") { $0.json?["state"] as? String == "ON" }
 
         // Every accepted item went through the outbox and is settled there.
-        let store = try GatewayStore(path: directory.file("gateway.sqlite"))
+        let store = try CacheStore(path: directory.file("gateway.sqlite"))
         defer { try? store.close() }
         try await waitUntil("the outbox settles") {
             let counts = try store.outboxCounts()
@@ -76,7 +76,7 @@ import Testing
         """
         try await client.publish("lbs/bridge/request/batch", request, qos: .atLeastOnce)
         // Both wait in the outbox while the backend is away.
-        let store = try GatewayStore(path: directory.file("gateway.sqlite"))
+        let store = try CacheStore(path: directory.file("gateway.sqlite"))
         defer { try? store.close() }
         try await waitUntil("both items are stored") { (try store.pending().count) == 2 }
         #expect(client.messages(on: "lbs/bridge/response/batch").isEmpty)

@@ -18,17 +18,17 @@ import VendorKit
         let transport = RecordingTransport()
         let controller: GatewayController
         let vendor: ScriptedVendor
-        let store: GatewayStore?
+        let store: CacheStore?
 
         init(configure: (inout GatewayConfig) -> Void = { _ in }, storage: TemporaryDirectory? = nil) async throws {
             var config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "scripted", id: "sv")])
             config.commands.settleWindow = 3
             configure(&config)
-            var persistence: Persistence?
+            var persistence: CacheLink?
             if let storage {
-                let store = try GatewayStore(path: storage.file("gateway.sqlite"))
+                let store = try CacheStore(path: storage.file("gateway.sqlite"))
                 self.store = store
-                persistence = Persistence(store: store, logger: Logger(label: "test"))
+                persistence = CacheLink(store: store, logger: Logger(label: "test"))
             } else {
                 store = nil
             }

@@ -122,7 +122,7 @@ import VendorKit
         // Counters of a house that ran for a while (far above what the demo starts from by itself),
         // written into the cache as the previous run would have left them.
         let database = directory.file("gateway.sqlite")
-        let store = try GatewayStore(path: database)
+        let store = try CacheStore(path: database)
         var stored = try #require(try store.states().first { $0.deviceID == "demo_energy" })
         var values = try #require(try JSONSerialization.jsonObject(with: Data(stored.json.utf8)) as? [String: Any])
         for key in Self.keys where key != "battery_level" { values[key] = ((values[key] as? Double) ?? 0) + 1000 }

@@ -21,7 +21,7 @@ import VendorKit
     }
 
     @GatewayActor static func controller(
-        _ transport: RecordingTransport, time: TestTime = TestTime(), persistence: Persistence? = nil,
+        _ transport: RecordingTransport, time: TestTime = TestTime(), persistence: CacheLink? = nil,
         configure: (inout GatewayConfig) -> Void = { _ in }
     ) -> GatewayController {
         var config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "scripted", id: "sv")])
@@ -69,13 +69,13 @@ import VendorKit
 
     @Test func devicesStayOfflineUntilTheirVendorAnswered() async throws {
         let directory = try TemporaryDirectory()
-        let store = try GatewayStore(path: directory.file("gateway.sqlite"))
+        let store = try CacheStore(path: directory.file("gateway.sqlite"))
         defer { try? store.close() }
-        guard let stored = Persistence.storedDevice(Self.meter, now: Date()) else { Issue.record("cannot encode"); return }
+        guard let stored = CacheLink.storedDevice(Self.meter, now: Date()) else { Issue.record("cannot encode"); return }
         try store.upsertDevices([stored])
         try store.saveStates([StoredState(deviceID: Self.meter.id.rawValue, json: #"{"solar_power":5}"#, sourceTime: 1, updatedAt: 1)])
         let transport = RecordingTransport()
-        let controller = await Self.controller(transport, persistence: Persistence(store: store, logger: Logger(label: "test")))
+        let controller = await Self.controller(transport, persistence: CacheLink(store: store, logger: Logger(label: "test")))
         await controller.restoreFromCache()
         await controller.connected()
         // A vendor reports `ok` before its first call: neither it nor its devices may look live yet.

@@ -155,14 +155,14 @@ import Testing
         }
         // Acknowledged on MQTT means written as acked in the outbox a moment later (off the reply's path):
         // wait until it is, while the demo keeps writing, then pull the plug mid-write.
-        let reader = try GatewayStore(path: database)
+        let reader = try CacheStore(path: database)
         try await waitUntil("outbox marks written", timeout: .seconds(20)) { try reader.outboxCounts()[.acked, default: 0] == commands }
         try reader.close()
         process.kill()
         _ = await process.waitForExit(timeout: .seconds(5))
         await client.shutdown()
 
-        let store = try GatewayStore(path: database)
+        let store = try CacheStore(path: database)
         #expect(try store.integrityCheck() == "ok")
         let counts = try store.outboxCounts()
         #expect(counts[.acked] == commands, "outbox after kill -9: \(counts)")
@@ -193,7 +193,7 @@ import Testing
         try await client.waitForMessage(topic: "lbs/bridge/vendors/consciousness", timeout: .seconds(15)) { $0.json?["state"] as? String == "down" }
         try await client.publish("lbs/device/\(Self.kitchen)/set", "OFF", qos: .atLeastOnce)
         // Kill only once the command is durably in the outbox (a command never stored was never accepted).
-        let observer = try GatewayStore(path: directory.file("gateway.sqlite"))
+        let observer = try CacheStore(path: directory.file("gateway.sqlite"))
         try await waitUntil("command and device registry stored", timeout: .seconds(10)) {
             let counts = try observer.outboxCounts()
             let devices = try observer.devices().count
@@ -216,7 +216,7 @@ import Testing
         try await Task.sleep(for: .seconds(1))
         #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)
         _ = await second.stop()
-        let store = try GatewayStore(path: directory.file("gateway.sqlite"))
+        let store = try CacheStore(path: directory.file("gateway.sqlite"))
         #expect(try store.outboxCounts()[.acked] == 1)
         try store.close()
         await simulator.stop()
@@ -226,5 +226,5 @@ import Testing
 
 extension GatewayHarness {
     /// The harness's SQLite file, opened by a second connection (WAL allows it).
-    func directoryStore() throws -> GatewayStore { try GatewayStore(path: directory.file("gateway.sqlite")) }
+    func directoryStore() throws -> CacheStore { try CacheStore(path: directory.file("gateway.sqlite")) }
 }

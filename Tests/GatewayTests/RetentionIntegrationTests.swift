@@ -13,7 +13,7 @@ import Testing
         let path = directory.file("gateway.sqlite")
         let hour = (Date().timeIntervalSince1970 / 3600).rounded(.down) * 3600 - 3 * 86_400
         do {
-            let store = try GatewayStore(path: path)
+            let store = try CacheStore(path: path)
             let readings = (0..<12).map {
                 Reading(deviceID: "sensor_x", key: "co2", time: hour + Double($0) * 300, value: 400 + Double($0), category: .environment)
             }
@@ -27,7 +27,7 @@ import Testing
             """)
         defer { Task { await gateway.stop() } }
 
-        let reader = try GatewayStore(path: path)
+        let reader = try CacheStore(path: path)
         defer { try? reader.close() }
         try await waitUntil("the raw readings are rolled up", timeout: .seconds(20)) {
             try reader.history(deviceID: "sensor_x", key: "co2", from: hour - 1, to: hour + 3600, resolution: .raw).isEmpty

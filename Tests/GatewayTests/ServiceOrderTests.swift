@@ -14,7 +14,7 @@ import Testing
         let yaml = "mqtt: {url: mqtt://127.0.0.1:1}\nstorage: {path: \(directory.file("g.sqlite"))}\nvendors: [{type: demo, id: demo}]\n"
         let config = try ConfigLoader.parse(yaml: yaml).get()
         let services = try GatewayService.services(config: config, logger: Logger(label: "test"))
-        #expect(services.map { String(describing: type(of: $0)) } == ["PersistenceService", "GatewayService", "HTTPListenerService", "VendorSupervisor"])
+        #expect(services.map { String(describing: type(of: $0)) } == ["CacheService", "GatewayService", "HTTPListenerService", "VendorSupervisor"])
 
         let withoutCache = try ConfigLoader.parse(yaml: "mqtt: {url: mqtt://127.0.0.1:1}\nhttp: {enabled: false}\nvendors: [{type: demo, id: demo}]\n").get()
         let fewer = try GatewayService.services(config: withoutCache, logger: Logger(label: "test"))

@@ -16,7 +16,7 @@ import VendorKit
 
     /// 24 hours of a sunny day's flows for `demo_energy`, every 5 minutes, so the plot has a day to draw.
     static func seedEnergyHistory(_ path: String) throws {
-        let store = try GatewayStore(path: path)
+        let store = try CacheStore(path: path)
         let now = Date().timeIntervalSince1970
         var readings: [Reading] = []
         for step in 1...288 {

@@ -48,7 +48,7 @@ import Testing
         let path = directory.file("gateway.sqlite")
         do {
             // What a crash between the vendor's answer and the written-behind ack leaves: a `sending` row.
-            let store = try GatewayStore(path: path)
+            let store = try CacheStore(path: path)
             let lock = DeviceCommand(id: "c-lock", device: DeviceID(vendorInstance: "sv", vendorDeviceID: "lock"), vendorID: "sv",
                                      vendorDeviceID: "lock", changes: ["lock": .string("UNLOCK")], issuedAt: Date(), expiresAt: Date().addingTimeInterval(10))
             let json = String(decoding: try JSONEncoder().encode(lock), as: UTF8.self)
@@ -64,7 +64,7 @@ import Testing
         #expect(h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("interrupted") })
     }
 
-    private func firstPending(_ store: GatewayStore) async throws -> OutboxEntry {
+    private func firstPending(_ store: CacheStore) async throws -> OutboxEntry {
         try await waitUntil("a pending row") { try !store.pending().isEmpty }
         return try #require(try store.pending().first)
     }

@@ -12,8 +12,8 @@ import Testing
 @Suite struct StorageWriteBehindTests {
     @Test func aWriterThatFallsBehindHoldsOneStatePerDeviceAndBoundedReadings() async throws {
         let directory = try TemporaryDirectory()
-        let store = try GatewayStore(path: directory.file("gateway.sqlite"))
-        let persistence = Persistence(store: store, logger: Logger(label: "test"), maxPendingReadings: 1_000)
+        let store = try CacheStore(path: directory.file("gateway.sqlite"))
+        let persistence = CacheLink(store: store, logger: Logger(label: "test"), maxPendingReadings: 1_000)
         // The writer is not running yet: everything waits, as when the disk is slow.
         for tick in 0..<500 {
             var batch = TelemetryBatch()
@@ -38,11 +38,11 @@ import Testing
 
     @Test func aRemovalAfterAnUpsertWinsAndTakesTheStateWithIt() async throws {
         let directory = try TemporaryDirectory()
-        let store = try GatewayStore(path: directory.file("gateway.sqlite"))
-        let persistence = Persistence(store: store, logger: Logger(label: "test"))
+        let store = try CacheStore(path: directory.file("gateway.sqlite"))
+        let persistence = CacheLink(store: store, logger: Logger(label: "test"))
         let device = Device(vendorID: "demo", vendorDeviceID: "gone", name: "Gone", type: .plug, keys: ["power"])
         var first = TelemetryBatch()
-        first.upserts = [try #require(Persistence.storedDevice(device, now: Date()))]
+        first.upserts = [try #require(CacheLink.storedDevice(device, now: Date()))]
         first.states = [StoredState(deviceID: "demo_gone", json: "{}", sourceTime: nil, updatedAt: 0)]
         persistence.submit(first)
         var second = TelemetryBatch()

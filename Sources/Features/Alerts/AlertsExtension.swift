@@ -13,13 +13,13 @@ import Logging
 @GatewayActor
 package final class AlertsExtension: GatewayExtension {
     package let hub: GatewayHub
-    private let store: GatewayStore?
+    private let store: CacheStore?
     private var rules: AlertRules
     /// Alert topics published, so a vanished device's are cleared and states are not sent twice.
     private var announced: [String: Bool] = [:]
     private var hourlyStarted = false
 
-    package init(hub: GatewayHub, store: GatewayStore?) {
+    package init(hub: GatewayHub, store: CacheStore?) {
         self.hub = hub
         self.store = store
         var restored: [Alert] = []

@@ -15,7 +15,7 @@ import VendorKit
 @GatewayActor
 package final class HomeViewsPublisher: GatewayExtension {
     package let hub: GatewayHub
-    private let store: GatewayStore?
+    private let store: CacheStore?
     private var counters = EnergyAccumulator()
     /// The read-back of the retained `energy/home`: not started, running, done.
     private enum ReadBack { case waiting, reading, done }
@@ -45,7 +45,7 @@ package final class HomeViewsPublisher: GatewayExtension {
     /// `energy_home` per vendor id: the keys its devices add to `energy/home`.
     package let allowedEnergyKeys: [String: Set<String>]
 
-    package init(hub: GatewayHub, store: GatewayStore? = nil) {
+    package init(hub: GatewayHub, store: CacheStore? = nil) {
         self.hub = hub
         self.store = store
         allowedEnergyKeys = hub.config.energyHomeKeys

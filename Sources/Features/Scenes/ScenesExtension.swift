@@ -17,11 +17,11 @@ import Logging
 package final class ScenesExtension: GatewayExtension {
     package let hub: GatewayHub
     private let commands: Commands
-    private let store: GatewayStore?
+    private let store: CacheStore?
     package private(set) var scenes: [String: Scene] = [:]
     private var discovery: HomeAssistantDiscovery?
 
-    package init(hub: GatewayHub, commands: Commands, store: GatewayStore?) {
+    package init(hub: GatewayHub, commands: Commands, store: CacheStore?) {
         self.hub = hub
         self.commands = commands
         self.store = store

@@ -9,11 +9,11 @@ package final class MetricsExtension: GatewayExtension {
     package let hub: GatewayHub
     /// Prometheus metrics (`GET /metrics`, `<base>/bridge/metrics`).
     package let metrics = GatewayMetrics()
-    private let persistence: Persistence?
+    private let persistence: CacheLink?
     private let interval: Duration
     private var timerStarted = false
 
-    package init(hub: GatewayHub, persistence: Persistence?, interval: Duration = .seconds(60)) {
+    package init(hub: GatewayHub, persistence: CacheLink?, interval: Duration = .seconds(60)) {
         self.hub = hub
         self.persistence = persistence
         self.interval = interval

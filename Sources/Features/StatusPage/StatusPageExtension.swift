@@ -18,7 +18,7 @@ package final class StatusPageExtension: GatewayExtension {
 
     package let hub: GatewayHub
     package let feed: LiveFeed
-    private let store: GatewayStore?
+    private let store: CacheStore?
     private let commands: Commands
     private var events: [JSON] = []
     private var dirtyDevices: Set<DeviceID> = []
@@ -27,7 +27,7 @@ package final class StatusPageExtension: GatewayExtension {
     private var energyDirty = false
     private var flushing = false
 
-    package init(hub: GatewayHub, commands: Commands, store: GatewayStore?, feed: LiveFeed) {
+    package init(hub: GatewayHub, commands: Commands, store: CacheStore?, feed: LiveFeed) {
         self.hub = hub
         self.commands = commands
         self.store = store

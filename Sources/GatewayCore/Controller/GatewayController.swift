@@ -28,7 +28,7 @@ public final class GatewayController {
     /// device's availability and state, then the home views; a new device's discovery goes out before its
     /// availability and its first state.
     package init(
-        config: GatewayConfig, transport: any MessageTransport, logger: Logger, persistence: Persistence? = nil,
+        config: GatewayConfig, transport: any MessageTransport, logger: Logger, persistence: CacheLink? = nil,
         features: [any GatewayFeature], clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
         let topics = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic,

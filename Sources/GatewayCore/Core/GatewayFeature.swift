@@ -8,7 +8,7 @@ package struct GatewayParts {
     package let hub: GatewayHub
     package let bridge: BridgeAPI
     package let commands: Commands
-    package let persistence: Persistence?
+    package let persistence: CacheLink?
     package let cache: CacheWriter?
 }
 

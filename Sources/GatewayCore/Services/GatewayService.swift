@@ -8,9 +8,9 @@ import VendorKit
 
 /// The core of a running gateway as a swift-service-lifecycle `Service`: the MQTT connection, the
 /// controller (hub and extensions) and the vendor event inbox. Vendors run in their own service,
-/// `VendorSupervisor`, and the cache writer in `PersistenceService`.
+/// `VendorSupervisor`, and the cache writer in `CacheService`.
 ///
-/// Start order: `PersistenceService`, `GatewayService`, `VendorSupervisor`. The group shuts down in reverse:
+/// Start order: `CacheService`, `GatewayService`, `VendorSupervisor`. The group shuts down in reverse:
 /// 1. the vendors stop (no new events);
 /// 2. the core stops taking MQTT messages, lets commands in flight finish (up to 2 s), cancels its timers,
 ///    hands the cache its last batch, publishes `offline` and disconnects cleanly (so the broker does not
@@ -19,7 +19,7 @@ import VendorKit
 public struct GatewayService: Service {
     package let config: GatewayConfig
     package let logger: Logger
-    package let persistence: Persistence?
+    package let persistence: CacheLink?
     package let controls: BridgeControls?
     package let runtime: SharedRuntime
     /// The features in dispatch order (the composition root's list).
@@ -47,7 +47,7 @@ public struct GatewayService: Service {
         package var isReady: Bool { ready.isOpen }
     }
 
-    package init(config: GatewayConfig, logger: Logger, persistence: Persistence?, controls: BridgeControls?, runtime: SharedRuntime,
+    package init(config: GatewayConfig, logger: Logger, persistence: CacheLink?, controls: BridgeControls?, runtime: SharedRuntime,
          features: [any GatewayFeature], notifier: SystemdNotifier = SystemdNotifier(), clock: any Clock<Duration> = ContinuousClock()) {
         self.config = config
         self.features = features
@@ -71,7 +71,7 @@ public struct GatewayService: Service {
         // The broker settings are checked here, so a bad combination stops the start with its error instead of
         // failing the gateway service after the others started.
         try MQTTTransport.configuration(for: config).validate()
-        let persistence = try config.storage.map { try Persistence(path: $0.path, logger: logger) }
+        let persistence = try config.storage.map { try CacheLink(path: $0.path, logger: logger) }
         let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger,
                                     valueStore: persistence.map { CacheVendorValueStore(store: $0.store) })
         // Built before anything runs, so a bad vendor entry stops the start with its error.
@@ -82,7 +82,7 @@ public struct GatewayService: Service {
         let runtime = SharedRuntime(inbox: inbox, vendors: vendors)
         var services: [any Service] = []
         if let persistence, let storage = config.storage {
-            services.append(PersistenceService(persistence: persistence, retention: storage.retention))
+            services.append(CacheService(persistence: persistence, retention: storage.retention))
         }
         let notifier = SystemdNotifier()
         services.append(GatewayService(config: config, logger: logger, persistence: persistence, controls: controls, runtime: runtime,

@@ -118,11 +118,11 @@ public enum TLSPinTool {
     /// Runs `body` on the cache at `path`; nil when there is no cache file. Never creates one from here:
     /// a file made by another user could lock the gateway out of it.
     private static func withExistingCache<T: Sendable>(
-        _ path: String, _ verb: String, _ body: @escaping @Sendable (GatewayStore) throws -> T
+        _ path: String, _ verb: String, _ body: @escaping @Sendable (CacheStore) throws -> T
     ) async throws(Failure) -> T? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         do {
-            let store = try GatewayStore(path: path)
+            let store = try CacheStore(path: path)
             defer { try? store.close() }
             return try await store.run(body)
         } catch {

@@ -10,7 +10,7 @@ import Logging
 @GatewayActor
 package final class CacheWriter: GatewayExtension {
     package let hub: GatewayHub
-    package let persistence: Persistence
+    package let persistence: CacheLink
     private var pendingWrites = TelemetryBatch()
     private var dirtyStates: Set<DeviceID> = []
     private var pending = false
@@ -20,7 +20,7 @@ package final class CacheWriter: GatewayExtension {
     package static let flushInterval = Duration.seconds(1)
     package static let readingsPerBatch = 20_000
 
-    package init(hub: GatewayHub, persistence: Persistence) {
+    package init(hub: GatewayHub, persistence: CacheLink) {
         self.hub = hub
         self.persistence = persistence
     }
@@ -41,11 +41,11 @@ package final class CacheWriter: GatewayExtension {
             // The registry is what a restart recovers from (stale states, queued commands): write it now.
             if changed { flush() }
         case .stateUpdated(let id, let update, _, let observedAt, let source):
-            if source == .vendor { Persistence.readings(for: id, values: update, at: observedAt, into: &pendingWrites.readings) }
+            if source == .vendor { CacheLink.readings(for: id, values: update, at: observedAt, into: &pendingWrites.readings) }
             dirtyStates.insert(id)
             schedule()
         case .historyReported(let id, let readings):
-            pendingWrites.readings += readings.compactMap { Persistence.reading(for: id, key: $0.key, value: $0.value, at: $0.at) }
+            pendingWrites.readings += readings.compactMap { CacheLink.reading(for: id, key: $0.key, value: $0.value, at: $0.at) }
             schedule()
         case .vendorHealthChanged(let health, _):
             pendingWrites.health.append((health.vendorID, hub.vendorHealthJSON(health).render()))
@@ -58,7 +58,7 @@ package final class CacheWriter: GatewayExtension {
     }
 
     private func upsert(_ device: Device) {
-        guard let stored = Persistence.storedDevice(device, now: hub.now()) else { return }
+        guard let stored = CacheLink.storedDevice(device, now: hub.now()) else { return }
         pendingWrites.upserts.append(stored)
         schedule()
     }

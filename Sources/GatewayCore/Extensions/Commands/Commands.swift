@@ -12,7 +12,7 @@ import Logging
 package final class Commands: GatewayExtension {
     package let hub: GatewayHub
     /// The cache the outbox lives in; nil without `storage:` (commands then live in memory only).
-    package let persistence: Persistence?
+    package let persistence: CacheLink?
 
     /// One bounded command lane per device (see `+Lanes`).
     package var lanes: [DeviceID: CommandLane] = [:]
@@ -53,7 +53,7 @@ package final class Commands: GatewayExtension {
         package var storedSending = false
     }
 
-    package init(hub: GatewayHub, persistence: Persistence?) {
+    package init(hub: GatewayHub, persistence: CacheLink?) {
         self.hub = hub
         self.persistence = persistence
         outbox = persistence.map { persistence in

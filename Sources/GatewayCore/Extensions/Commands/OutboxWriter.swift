@@ -14,7 +14,7 @@ import GatewayModel
 /// that the restart settles the same way.
 @GatewayActor
 package final class OutboxWriter {
-    private let persistence: Persistence
+    private let persistence: CacheLink
     private var changes: [OutboxChange] = []
     private var waiters: [CheckedContinuation<(any Error)?, Never>] = []
     private var writing = false
@@ -30,7 +30,7 @@ package final class OutboxWriter {
     private var markFlushScheduled = false
     private let clock: any Clock<Duration>
 
-    package init(persistence: Persistence, clock: any Clock<Duration>, spawn: @escaping @GatewayActor (@escaping @GatewayActor () async -> Void) -> Void,
+    package init(persistence: CacheLink, clock: any Clock<Duration>, spawn: @escaping @GatewayActor (@escaping @GatewayActor () async -> Void) -> Void,
          report: @escaping @GatewayActor ((any Error)?, Int) -> Void) {
         self.persistence = persistence
         self.clock = clock

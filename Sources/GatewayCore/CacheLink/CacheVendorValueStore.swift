@@ -3,7 +3,7 @@ import VendorKit
 
 /// Vendors' small lasting values in the SQLite cache (`vendor_value`), read and written on a Dispatch thread.
 package struct CacheVendorValueStore: VendorValueStore {
-    package let store: GatewayStore
+    package let store: CacheStore
 
     package func value(_ key: String, vendorID: String, storingIfAbsent value: String) async throws -> String {
         try await store.run { try $0.vendorValue(key, vendorID: vendorID, storingIfAbsent: value) }

@@ -16,7 +16,7 @@ public struct TelemetryBatch: Sendable {
     public var isEmpty: Bool { states.isEmpty && readings.isEmpty && upserts.isEmpty && removals.isEmpty && health.isEmpty }
 }
 
-extension GatewayStore {
+extension CacheStore {
     /// Writes a telemetry batch in ONE transaction that does not wait for the disk.
     ///
     /// The outbox commits with `synchronous = FULL`: a stored command survives a power cut. Telemetry is

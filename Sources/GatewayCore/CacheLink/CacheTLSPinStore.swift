@@ -2,9 +2,9 @@ import Cache
 import VendorKit
 
 /// Trust-on-first-use pins in the SQLite cache (`tls_pin`, by `host:port`), so they survive restarts.
-/// SQLite work runs on a Dispatch thread (`GatewayStore.run`), not on the cooperative pool.
+/// SQLite work runs on a Dispatch thread (`CacheStore.run`), not on the cooperative pool.
 package struct CacheTLSPinStore: TLSPinStore {
-    package let store: GatewayStore
+    package let store: CacheStore
 
     package func pin(for hostPort: String) async throws -> String? {
         try await store.run { try $0.pin(for: hostPort) }

@@ -1,6 +1,6 @@
 import Dispatch
 
-extension GatewayStore {
+extension CacheStore {
     /// Runs synchronous store calls off Swift's cooperative threads and awaits their result.
     ///
     /// Every store method blocks while SQLite works, and with `synchronous = FULL` a commit waits for
@@ -9,7 +9,7 @@ extension GatewayStore {
     ///
     ///     let inserted = try await store.run { try $0.enqueue(entry) }
     public func run<T: Sendable>(
-        _ body: @escaping @Sendable (GatewayStore) throws -> T
+        _ body: @escaping @Sendable (CacheStore) throws -> T
     ) async throws(CacheError) -> T {
         let result: Result<T, CacheError> = await withCheckedContinuation { continuation in
             DispatchQueue.global(qos: .utility).async {

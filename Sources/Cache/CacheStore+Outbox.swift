@@ -1,6 +1,6 @@
 import GRDB
 
-extension GatewayStore {
+extension CacheStore {
     private static let outboxColumns = """
         id, seq, vendor_id, device_id, json, created_at, expires_at, state, attempts, last_error, result_json, updated_at
         """

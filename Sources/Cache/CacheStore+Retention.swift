@@ -1,6 +1,6 @@
 import GRDB
 
-extension GatewayStore {
+extension CacheStore {
     /// One bounded step of retention (seeds 004 §6), in one short write transaction.
     ///
     /// In order, while the budget of `maxRows` lasts: rolls complete hours of raw readings older than
@@ -97,7 +97,7 @@ extension GatewayStore {
                 guard mayTakeOversizedHour else { return (0, 0, true) }
                 // A single hour is larger than the whole budget: take that hour alone.
                 end = Double(openHour) + 3600
-                samples = try GatewayStore.samples(db, seriesID: seriesID, from: first.time, to: end)
+                samples = try CacheStore.samples(db, seriesID: seriesID, from: first.time, to: end)
             }
         }
 

@@ -1,7 +1,7 @@
 import GRDB
 import Synchronization
 
-extension GatewayStore {
+extension CacheStore {
     /// Appends readings in ONE transaction; returns how many were stored.
     ///
     /// Readings with a non-finite value, a time beyond ±3,000 years, or an empty device id or key, are skipped instead of

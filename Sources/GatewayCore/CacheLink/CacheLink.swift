@@ -12,7 +12,7 @@ package struct CachedSnapshot: Sendable {
 
 /// Whether the cache can be written, as `health` and `bridge/info` show it. Updated by every write
 /// (write-behind batches and outbox rows), read by the controller.
-public final class StorageHealth: Sendable {
+public final class CacheHealth: Sendable {
     public struct Snapshot: Sendable, Equatable {
         public var ok = true
         /// The latest failure (no secrets: paths and SQLite's reason only).
@@ -54,10 +54,10 @@ public final class StorageHealth: Sendable {
 /// batch (a device's state, a device's registry row and a vendor's health: latest wins), and readings
 /// beyond `maxPendingReadings` are dropped and counted (`droppedReadings`). Memory stays bounded by the
 /// number of devices whatever the update rate, and shutdown writes one batch, not a backlog.
-public final class Persistence: Sendable {
-    public let store: GatewayStore
+public final class CacheLink: Sendable {
+    public let store: CacheStore
     package let logger: Logger
-    public let health = StorageHealth()
+    public let health = CacheHealth()
     /// Readings waiting beyond this many are dropped (the newest) and counted.
     public let maxPendingReadings: Int
     /// The least time between two telemetry transactions. What arrives meanwhile merges into one batch,
@@ -81,7 +81,7 @@ public final class Persistence: Sendable {
     }
 
     public init(
-        store: GatewayStore, logger: Logger, maxPendingReadings: Int = 200_000, batchInterval: Duration = .milliseconds(100),
+        store: CacheStore, logger: Logger, maxPendingReadings: Int = 200_000, batchInterval: Duration = .milliseconds(100),
         clock: any Clock<Duration> = ContinuousClock()
     ) {
         self.store = store
@@ -95,7 +95,7 @@ public final class Persistence: Sendable {
     public convenience init(path: String, logger: Logger) throws {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-        try self.init(store: GatewayStore(path: path), logger: logger)
+        try self.init(store: CacheStore(path: path), logger: logger)
     }
 
     /// Readings dropped because the writer fell too far behind.
@@ -144,7 +144,7 @@ public final class Persistence: Sendable {
         }
     }
 
-    /// Writes what waits, one transaction each time (`GatewayStore.writeTelemetry`), until `finish()`; then writes the
+    /// Writes what waits, one transaction each time (`CacheStore.writeTelemetry`), until `finish()`; then writes the
     /// last waiting batch and returns.
     public func run() async {
         while let batch = await next() {

@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Every method is synchronous and thread-safe; writes go through GRDB's single writer connection,
 /// which runs with `synchronous = FULL` so a committed outbox row survives a power cut.
-public final class GatewayStore: Sendable {
+public final class CacheStore: Sendable {
     /// Tuning knobs; the defaults suit an SD-card edge box.
     public struct Options: Sendable {
         /// WAL pages after which SQLite checkpoints by itself (0 disables automatic checkpoints).
@@ -58,7 +58,7 @@ public final class GatewayStore: Sendable {
         self.options = options
 
         var configuration = Configuration()
-        configuration.label = "GatewayStore"
+        configuration.label = "CacheStore"
         configuration.busyMode = .timeout(options.busyTimeoutSeconds)
         configuration.maximumReaderCount = max(1, options.maximumReaderCount)
         configuration.prepareDatabase { db in
@@ -430,7 +430,7 @@ public final class GatewayStore: Sendable {
     }
 }
 
-extension GatewayStore {
+extension CacheStore {
     /// The cache holds vendor health and command payloads: only the gateway's user may read it. Creates the
     /// file 0600 before SQLite does (SQLite then gives -wal/-shm the same mode) and narrows existing files.
     static func restrictPermissions(_ path: String) {

@@ -5,11 +5,11 @@ import ServiceLifecycle
 
 /// Owns the cache writer and the retention job. It sits before `GatewayService` in the group,
 /// so on shutdown it stops last, after the gateway handed over its final batch.
-public struct PersistenceService: Service {
-    package let persistence: Persistence
+public struct CacheService: Service {
+    package let persistence: CacheLink
     package let retention: RetentionSettings
 
-    public init(persistence: Persistence, retention: RetentionSettings = .init()) {
+    public init(persistence: CacheLink, retention: RetentionSettings = .init()) {
         self.persistence = persistence
         self.retention = retention
     }
