@@ -24,8 +24,6 @@ package final class HomeViewsPublisher: GatewayExtension {
     private var countersUnsaved = false
     private var saveScheduled = false
     /// How long the retained `energy/home` is waited for after the SUBACK, and the SUBACK at most.
-    package static let readBackGrace = Duration.milliseconds(500)
-    package static let readBackTimeout = Duration.seconds(10)
     /// How often accumulated counters are written to the cache (the broker's retained copy is the newer one
     /// after a crash; the larger of the two wins at start).
     package static let saveInterval = Duration.seconds(60)
@@ -120,25 +118,17 @@ package final class HomeViewsPublisher: GatewayExtension {
     }
 
     /// Right after the first connect: the retained `energy/home` of an earlier run. The broker sends it right
-    /// after the SUBACK; it is waited for `readBackGrace` longer (it reaches this extension through the inbox).
+    /// after the SUBACK; it is waited for `GatewayHub.retainedReadGrace` longer (it reaches this extension through the inbox).
     private func startReadBack() {
         guard readBack == .waiting else { return }
         readBack = .reading
-        let topic = hub.topics.energyHome
-        let transport = hub.transport
-        let clock = hub.clock
         hub.tasks.spawn { [self] in
-            let acknowledged = await transport.subscribeAndWait([topic], timeout: Self.readBackTimeout)
-            guard acknowledged else {
-                // The connection went (or the broker is stuck): try again at the next connect, and keep
-                // energy/home back until then rather than publish totals below the broker's.
-                hub.logger.warning("no SUBACK for \(topic) within \(Self.readBackTimeout); energy/home waits for the next connect")
+            guard await hub.readRetained([hub.topics.energyHome]) else {
+                // energy/home stays back until the next connect rather than publish totals below the broker's.
                 readBack = .waiting
                 return
             }
-            try? await clock.sleep(for: Self.readBackGrace)
             readBack = .done
-            hub.transport.unsubscribe([topic])
             energyDirty = true
             countersUnsaved = true
             flush()

@@ -1,6 +1,5 @@
 import Foundation
 import GatewayModel
-import Logging
 
 /// Device topics: `<base>/device/<id>` (state snapshot), `/availability`, and the vendors' health on
 /// `<base>/bridge/vendors/<id>`. Publishes on change, everything again after a (re)connect or a
@@ -34,10 +33,6 @@ package final class StatePublisher: GatewayExtension {
     private var awaitingFloor: Set<DeviceID> = []
     private var floorRead = FloorRead.notStarted
     private enum FloorRead { case notStarted, reading, done }
-    /// How long retained states are waited for after the SUBACK (they reach this extension through the inbox),
-    /// and the SUBACK at most.
-    package static let floorReadGrace = Duration.milliseconds(500)
-    package static let floorReadTimeout = Duration.seconds(10)
 
     /// Above this many messages waiting in the connection, vendor states are held back per device
     /// (`mqtt.max_backlog`); they go out again once it is below a quarter of that.
@@ -123,32 +118,26 @@ package final class StatePublisher: GatewayExtension {
             floorRead = .done
             return
         }
-        let restored = hub.states.filter { _, state in
-            state.stale && state.values.keys.contains { StateKeys.spec($0)?.series == .counter }
+        let restored = hub.states.filter { id, state in
+            hot[id] != nil && state.stale && state.values.keys.contains { StateKeys.spec($0)?.series == .counter }
         }.map(\.key)
         guard !restored.isEmpty else {
             floorRead = .done
             return
         }
-        awaitingFloor.formUnion(restored.filter { hot[$0] != nil })
+        awaitingFloor.formUnion(restored)
         floorRead = .reading
         let topics = awaitingFloor.sorted().map { hub.topics.device($0) }
-        let transport = hub.transport
-        let clock = hub.clock
         hub.tasks.spawn { [self] in
-            guard await transport.subscribeAndWait(topics, timeout: Self.floorReadTimeout) else {
-                // The connection went (or the broker is stuck): read again at the next connect; the devices stay
-                // back until then (a vendor's fresh reading still goes out).
-                hub.logger.warning("no SUBACK for the retained states of \(topics.count) restored device(s) within \(Self.floorReadTimeout); they wait for the next connect")
+            // Without a SUBACK the devices stay back until the next connect (a vendor's fresh reading still goes out).
+            guard await hub.readRetained(topics) else {
                 floorRead = .notStarted
                 return
             }
-            try? await clock.sleep(for: Self.floorReadGrace)
             floorRead = .done
-            transport.unsubscribe(topics)
             let held = awaitingFloor
             awaitingFloor.removeAll()
-            guard transport.isConnected else { return }
+            guard hub.transport.isConnected else { return }
             for id in held.sorted() { publishState(id) }
         }
     }
