@@ -34,15 +34,22 @@ public enum ProcessExitStatus: Sendable, Equatable, CustomStringConvertible {
 /// are handled with `kill`/`waitpid` (no Foundation `Process`, whose `waitUntilExit` can hang on Linux).
 /// The child is killed when this object goes away or the test process exits normally.
 public final class ProcessRunner: Sendable {
-    /// Open descriptors above stderr (glibc ignores a close action on one closed in the meantime).
+    private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc module does not export.
+    private static let closeFrom: CloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
+        unsafeBitCast($0, to: CloseFrom.self)
+    }
+
+    /// Open descriptors above stderr, for a libc without `closefrom` actions. Only the name is read from each
+    /// entry: a whole `dirent` copied from the last entry reads past the end of readdir's buffer.
     static func inheritedDescriptors() -> [Int32] {
         guard let directory = opendir("/proc/self/fd") else { return [] }
         defer { closedir(directory) }
         var descriptors: [Int32] = []
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+            let name = String(cString: UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
             if let fd = Int32(name), fd > 2 { descriptors.append(fd) }
         }
         return descriptors
@@ -95,7 +102,13 @@ public final class ProcessRunner: Sendable {
         // Close everything else the child would inherit: tests run in parallel in one process, and a
         // child (broker, gateway) holding a copy of a simulator's listening socket keeps its port bound
         // after the simulator stops, so connections queue unanswered and restarts fail (EADDRINUSE).
-        for fd in Self.inheritedDescriptors() { posix_spawn_file_actions_addclose(&fileActions, fd) }
+        // `closefrom` in the child also covers descriptors other tests open while this one spawns (listing
+        // /proc/self/fd beforehand missed those, and copying whole `dirent`s read past readdir's buffer).
+        if let closeFrom = Self.closeFrom {
+            _ = closeFrom(&fileActions, 3)
+        } else {
+            for fd in Self.inheritedDescriptors() { posix_spawn_file_actions_addclose(&fileActions, fd) }
+        }
 
         // Worker threads may block signals and libmosquitto ignores SIGPIPE; both would be inherited.
         var attributes = posix_spawnattr_t()

@@ -149,10 +149,20 @@ import VendorKit
         }
         #expect(endpoint == 1 && cluster == 153 && name == "EnableCharging" && timed == 3000)
         #expect(payload["minimumChargeCurrent"] == .int(2000) && payload["maximumChargeCurrent"] == .int(30000))
-        #expect(payload["chargingEnabledUntil"]?.json is NSNull, "no end time")
+        #expect(payload["chargingEnabledUntil"]?.value.render() == "null", "no end time")
         // TOGGLE follows SupplyState: charging is enabled in the recording, so it disables.
         #expect(try MatterCommands.calls(for: ["state": .string("TOGGLE")], plan: plan, node: node).first?.summary == "Disable on 1/153")
         #expect(throws: GatewayError.self) { try MatterCommands.calls(for: ["state": .string("MAYBE")], plan: plan, node: node) }
+    }
+
+    /// A request is written with whole integers: a node id past 2^53 reaches the server exactly, not rounded
+    /// through a Double.
+    @Test func requestsKeepSixtyFourBitNodeIDsWhole() {
+        let args: MatterValue = .object([
+            "node_id": .uint(UInt64.max), "endpoint_id": .int(-1), "value": .double(0.5), "name": .string("a\"b"),
+            "payload": .object(["chargingEnabledUntil": .null, "on": .bool(true)]), "list": .array([.int(1), .int(2)]),
+        ])
+        #expect(args.render() == #"{"endpoint_id":-1,"list":[1,2],"name":"a\"b","node_id":18446744073709551615,"payload":{"chargingEnabledUntil":null,"on":true},"value":0.5}"#)
     }
 
     /// Appliances are typed by their Matter device type, not left as sensors: Home Assistant's recorded Silabs water

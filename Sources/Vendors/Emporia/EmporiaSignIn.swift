@@ -47,7 +47,7 @@ final class EmporiaSignIn: Sendable {
     private func renew(with token: String) async throws(GatewayError) -> SessionCredentials {
         do {
             let answer = try await call("InitiateAuth", [
-                "AuthFlow": "REFRESH_TOKEN_AUTH", "ClientId": options.clientID, "AuthParameters": ["REFRESH_TOKEN": token],
+                "AuthFlow": "REFRESH_TOKEN_AUTH", "ClientId": .string(options.clientID), "AuthParameters": ["REFRESH_TOKEN": .string(token)],
             ], context: "Emporia sign-in (refresh token)")
             return try credentials(from: answer)
         } catch {
@@ -63,7 +63,7 @@ final class EmporiaSignIn: Sendable {
         let answer: WireCognito
         do throws(GatewayError) {
             let challenge = try await call("InitiateAuth", [
-                "AuthFlow": "USER_SRP_AUTH", "ClientId": options.clientID, "AuthParameters": ["USERNAME": username, "SRP_A": srp.srpA],
+                "AuthFlow": "USER_SRP_AUTH", "ClientId": .string(options.clientID), "AuthParameters": ["USERNAME": .string(username), "SRP_A": .string(srp.srpA)],
             ], context: "Emporia sign-in (SRP)")
             guard challenge.ChallengeName == "PASSWORD_VERIFIER", let parameters = challenge.ChallengeParameters,
                   let salt = parameters["SALT"], let serverB = parameters["SRP_B"], let block = parameters["SECRET_BLOCK"] else {
@@ -79,10 +79,10 @@ final class EmporiaSignIn: Sendable {
                 throw http.classifier.unexpectedShape("its SRP challenge is not usable (\(error))", context: "Emporia sign-in (SRP)")
             }
             answer = try await call("RespondToAuthChallenge", [
-                "ChallengeName": "PASSWORD_VERIFIER", "ClientId": options.clientID,
+                "ChallengeName": "PASSWORD_VERIFIER", "ClientId": .string(options.clientID),
                 "ChallengeResponses": [
-                    "USERNAME": parameters["USERNAME"] ?? userID, "TIMESTAMP": timestamp,
-                    "PASSWORD_CLAIM_SECRET_BLOCK": block, "PASSWORD_CLAIM_SIGNATURE": claim,
+                    "USERNAME": .string(parameters["USERNAME"] ?? userID), "TIMESTAMP": .string(timestamp),
+                    "PASSWORD_CLAIM_SECRET_BLOCK": .string(block), "PASSWORD_CLAIM_SIGNATURE": .string(claim),
                 ],
             ], context: "Emporia sign-in (password claim)")
         } catch {
@@ -126,11 +126,11 @@ final class EmporiaSignIn: Sendable {
         return refused
     }
 
-    private func call(_ action: String, _ body: [String: Any], context: String) async throws(GatewayError) -> WireCognito {
+    private func call(_ action: String, _ body: JSONValue, context: String) async throws(GatewayError) -> WireCognito {
         var request = HTTPClientRequest(method: .post, url: options.authURL, timeout: options.network.timeout)
         request.headers.set(name: "Content-Type", value: "application/x-amz-json-1.1")
         request.headers.set(name: "X-Amz-Target", value: "AWSCognitoIdentityProviderService.\(action)")
-        request.body = try? JSONSerialization.data(withJSONObject: body)
+        request.body = Data(body.render().utf8)
         return try await http.sendJSON(request, as: WireCognito.self, context: context, use: .refresh)
     }
 }

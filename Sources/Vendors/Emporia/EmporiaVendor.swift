@@ -144,11 +144,13 @@ public final class EmporiaVendor: Vendor {
               let outlet = device.outlet else {
             throw GatewayError(.vendorRejected, message: "An Emporia plug only switches on and off.")
         }
-        var body: [String: Any] = ["deviceGid": gid, "outletOn": word == "ON"]
-        body["parentDeviceGid"] = outlet.parentDeviceGid.map { $0 as Any } ?? NSNull()
-        body["parentChannelNum"] = outlet.parentChannelNum.map { $0 as Any } ?? NSNull()
+        let body: JSONValue = [
+            "deviceGid": .number(Double(gid)), "outletOn": .bool(word == "ON"),
+            "parentDeviceGid": outlet.parentDeviceGid.map { .number(Double($0)) } ?? .null,
+            "parentChannelNum": .optional(outlet.parentChannelNum),
+        ]
         struct Answer: Decodable { var outletOn: Bool? }
-        let answer = try await put("/devices/outlet", body: try? JSONSerialization.data(withJSONObject: body), as: Answer.self, context: "outlet", command)
+        let answer = try await put("/devices/outlet", body: Data(body.render().utf8), as: Answer.self, context: "outlet", command)
         guard let on = answer.outletOn else { throw http.classifier.unexpectedShape("it has no outletOn", context: "Emporia outlet answer") }
         known.withLock { $0.listedAt = nil }
         return CommandOutcome(confirmed: ["state": .string(on ? "ON" : "OFF")])

@@ -221,8 +221,8 @@ public final class EnphaseVendor: Vendor {
             cloud.redactor.set("enlighten-session", id)
             var tokens = HTTPClientRequest(method: .post, url: NetworkOptions.root(login.entrezURL) + "/tokens", timeout: .seconds(30))
             tokens.headers.set(name: "Content-Type", value: "application/json")
-            let body = try? JSONSerialization.data(withJSONObject: ["session_id": id, "serial_num": serial, "username": login.username])
-            tokens.body = body
+            let body: JSONValue = ["session_id": .string(id), "serial_num": .string(serial), "username": .string(login.username)]
+            tokens.body = Data(body.render().utf8)
             let answer = try await cloud.send(tokens, use: .refresh, expectsJSON: false)
             let token = String(decoding: answer.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard token.split(separator: ".").count == 3 else {

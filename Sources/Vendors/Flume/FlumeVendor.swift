@@ -157,7 +157,7 @@ public final class FlumeVendor: Vendor {
         let minute = clock.minuteStart(now)
         let today = clock.day(now)
         let previous = known.withLock { $0.meters[sensor.id] }
-        var queries: [[String: Any]] = [
+        var queries: [JSONValue] = [
             Self.query("last_minute", bucket: "MIN", since: clock.format(minute.addingTimeInterval(-60)), until: clock.format(minute.addingTimeInterval(-1))),
             Self.query("today", bucket: "DAY", since: today + " 00:00:00", until: clock.format(now)),
         ]
@@ -166,7 +166,7 @@ public final class FlumeVendor: Vendor {
         }
         var request = HTTPClientRequest(method: .post, url: base + "/users/\(user)/devices/\(sensor.id)/query", timeout: options.network.timeout)
         request.headers.set(name: "Content-Type", value: "application/json")
-        request.body = try? JSONSerialization.data(withJSONObject: ["queries": queries])
+        request.body = Data(JSONValue.object(["queries": .array(queries)]).render().utf8)
         let result = try await envelope(request, WireQueryResult.self, context: "usage query", use: use)
         func sum(_ id: String) -> Double? {
             let values = (result?[id] ?? []).compactMap(\.value).filter(\.isFinite)
@@ -197,8 +197,8 @@ public final class FlumeVendor: Vendor {
         return (flow, meter.volume)
     }
 
-    static func query(_ id: String, bucket: String, since: String, until: String) -> [String: Any] {
-        ["request_id": id, "bucket": bucket, "since_datetime": since, "until_datetime": until, "operation": "SUM", "units": "LITERS"]
+    static func query(_ id: String, bucket: String, since: String, until: String) -> JSONValue {
+        ["request_id": .string(id), "bucket": .string(bucket), "since_datetime": .string(since), "until_datetime": .string(until), "operation": "SUM", "units": "LITERS"]
     }
 
     /// Flume's active leak flag, asked every `leak_interval`; the last answer in between.
@@ -273,7 +273,7 @@ public final class FlumeVendor: Vendor {
         body["client_secret"] = options.clientSecret.reveal()
         var request = HTTPClientRequest(method: .post, url: options.network.base + "/oauth/token", timeout: options.network.timeout)
         request.headers.set(name: "Content-Type", value: "application/json")
-        request.body = try? JSONSerialization.data(withJSONObject: body)
+        request.body = Data(JSONValue.object(body.mapValues(JSONValue.string)).render().utf8)
         do throws(GatewayError) {
             let answer = try await http.sendJSON(request, as: Envelope<WireToken>.self, context: "Flume login", use: .refresh)
             guard let token = answer.data?.first, answer.success != false else {

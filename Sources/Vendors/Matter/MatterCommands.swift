@@ -23,11 +23,11 @@ enum MatterPayload: Sendable, Equatable {
     /// A nullable field without a value (EnableCharging's `chargingEnabledUntil`: no end).
     case null
 
-    var json: Any {
+    var value: MatterValue {
         switch self {
-        case .int(let value): value
-        case .string(let value): value
-        case .null: NSNull()
+        case .int(let value): .int(Int64(value))
+        case .string(let value): .string(value)
+        case .null: .null
         }
     }
 }

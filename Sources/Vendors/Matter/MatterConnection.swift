@@ -64,13 +64,11 @@ final class MatterConnection: Sendable {
 
     /// Sends `command` and waits for its result. A timeout after sending is `outcomeUnknown` (the server may
     /// have carried it out); an error answer becomes a `GatewayError` in the taxonomy.
-    func request(_ command: String, args: [String: Any]? = nil, timeout: Duration) async throws -> MatterValue {
+    func request(_ command: String, args: [String: MatterValue]? = nil, timeout: Duration) async throws -> MatterValue {
         let id = prefix + "-" + String(counter.add(1, ordering: .relaxed).newValue)
-        var message: [String: Any] = ["message_id": id, "command": command]
-        if let args { message["args"] = args }
-        guard let data = try? JSONSerialization.data(withJSONObject: message), let text = String(data: data, encoding: .utf8) else {
-            throw GatewayError(.internal, message: "The \(command) request could not be encoded.")
-        }
+        var message: [String: MatterValue] = ["message_id": .string(id), "command": .string(command)]
+        if let args { message["args"] = .object(args) }
+        let text = MatterValue.object(message).render()
         // The slot exists before the request is written, so an answer that comes at once is never lost.
         let slot = Slot<MatterValue>()
         let closed: GatewayError? = state.withLock { state in

@@ -379,14 +379,14 @@ public final class MatterVendor: Vendor {
     func send(_ call: MatterCall, nodeID: UInt64, connection: MatterConnection, timeout: Duration) async throws -> MatterValue {
         switch call {
         case .command(let endpoint, let cluster, let name, let payload, let timedMs):
-            var args: [String: Any] = [
-                "node_id": nodeID, "endpoint_id": endpoint, "cluster_id": cluster, "command_name": name,
-                "payload": payload.mapValues(\.json),
+            var args: [String: MatterValue] = [
+                "node_id": .uint(nodeID), "endpoint_id": .int(Int64(endpoint)), "cluster_id": .int(Int64(cluster)), "command_name": .string(name),
+                "payload": .object(payload.mapValues(\.value)),
             ]
-            if let timedMs { args["timed_request_timeout_ms"] = timedMs }
+            if let timedMs { args["timed_request_timeout_ms"] = .int(Int64(timedMs)) }
             return try await connection.request("device_command", args: args, timeout: timeout)
         case .write(let endpoint, let cluster, let attribute, let value):
-            let args: [String: Any] = ["node_id": nodeID, "attribute_path": "\(endpoint)/\(cluster)/\(attribute)", "value": value.json]
+            let args: [String: MatterValue] = ["node_id": .uint(nodeID), "attribute_path": .string("\(endpoint)/\(cluster)/\(attribute)"), "value": value.value]
             return try await connection.request("write_attribute", args: args, timeout: timeout)
         }
     }
@@ -394,7 +394,7 @@ public final class MatterVendor: Vendor {
     /// The node's state read from the server (`get_node`), for a command whose outcome is unknown.
     public func readState(_ device: DeviceID) async throws -> [String: StateValue] {
         let (node, _, connection) = try target(device)
-        let value = try await connection.request("get_node", args: ["node_id": node.node_id], timeout: options.requestTimeout)
+        let value = try await connection.request("get_node", args: ["node_id": .uint(node.node_id)], timeout: options.requestTimeout)
         guard let fresh = MatterNode(value) else { throw GatewayError(.malformedResponse, message: "get_node gave no node.") }
         update(fresh)
         return MatterMapping.plans(for: fresh, vendorID: instanceID).first { $0.device.id == device }?.state ?? [:]

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayModel
 
 /// The python-matter-server WebSocket API (schema 11; matterjs-server keeps it): what the server sends.
 /// Attribute values are raw TLV turned JSON: integers up to 64 bits, float32 noise, base64 octet strings,
@@ -52,6 +53,40 @@ enum MatterValue: Sendable, Hashable, Decodable {
         case .uint(let value): value
         case .int(let value): value >= 0 ? UInt64(value) : nil
         default: integer.flatMap { $0 >= 0 ? UInt64($0) : nil }
+        }
+    }
+
+    /// JSON text with integers written whole (a request's node id must reach the server exactly).
+    func render() -> String {
+        var out = ""
+        write(into: &out)
+        return out
+    }
+
+    private func write(into out: inout String) {
+        switch self {
+        case .int(let value): out += String(value)
+        case .uint(let value): out += String(value)
+        case .double(let value): out += JSONText.number(value)
+        case .bool(let flag): out += flag ? "true" : "false"
+        case .string(let text): JSONText.appendQuoted(text, to: &out)
+        case .null: out += "null"
+        case .array(let items):
+            out += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { out += "," }
+                item.write(into: &out)
+            }
+            out += "]"
+        case .object(let members):
+            out += "{"
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { out += "," }
+                JSONText.appendQuoted(key, to: &out)
+                out += ":"
+                members[key]?.write(into: &out)
+            }
+            out += "}"
         }
     }
 
