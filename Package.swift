@@ -203,6 +203,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "GatewayTesting", dependencies: ["MQTT", "GatewayModel"], swiftSettings: strict),
+        // The `.integration` suite trait (swift-testing): linked by the test targets only, never by a program.
+        .target(name: "TestTraits", swiftSettings: strict),
         // Vendor test helpers: a sink that records events, the recorded fixtures of Tests/Fixtures.
         .target(name: "VendorTesting", dependencies: ["GatewayModel", "VendorKit"], swiftSettings: strict),
         .executableTarget(
@@ -230,20 +232,20 @@ let package = Package(
         ),
 
         .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "GatewayTesting"], swiftSettings: strict),
-        .testTarget(name: "CurlHTTPTests", dependencies: ["CurlHTTP", "ConsciousnessSimulator", "GatewayTesting"], swiftSettings: strict),
-        .testTarget(name: "ResilienceTests", dependencies: ["Resilience", "GatewayTesting"], swiftSettings: strict),
-        .testTarget(name: "CacheTests", dependencies: ["Cache", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(name: "MQTTTests", dependencies: ["TestTraits", "MQTT", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(name: "CurlHTTPTests", dependencies: ["TestTraits", "CurlHTTP", "ConsciousnessSimulator", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(name: "ResilienceTests", dependencies: ["TestTraits", "Resilience", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(name: "CacheTests", dependencies: ["TestTraits", "Cache", "GatewayTesting"], swiftSettings: strict),
         .testTarget(
             name: "VendorTests",
-            dependencies: ["VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "LBSGatewayApp", "GatewayCore", "GatewayModel", "Resilience", "CurlHTTP",
+            dependencies: ["TestTraits", "VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "LBSGatewayApp", "GatewayCore", "GatewayModel", "Resilience", "CurlHTTP",
                            .product(name: "Logging", package: "swift-log"), .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "BigInt", package: "BigInt"), "ModularPower",
                            .product(name: "WSClient", package: "swift-websocket")] + vendorTargets,
             swiftSettings: strict
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["LBSGatewayApp", "GatewayCore", "CommandParsing", "GatewayTesting", "ConsciousnessSimulator", "VendorSimulators", "Cache", "GatewayModel", "VendorKit", "VendorTesting",
+            dependencies: ["TestTraits", "LBSGatewayApp", "GatewayCore", "CommandParsing", "GatewayTesting", "ConsciousnessSimulator", "VendorSimulators", "Cache", "GatewayModel", "VendorKit", "VendorTesting",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")] + featureTargets + vendorTargets,
             swiftSettings: strict
         ),

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 ./deploy/install-deps.sh
 export PATH="/opt/swift/usr/bin:$PATH"
 swift build --build-tests
-# Serially: the integration tests start real brokers, gateways and simulators with real timeouts;
-# run in parallel on a two-core box they starve each other and time out.
-swift test --skip-build --no-parallel "$@"
+# In parallel: unit suites run freely; the suites marked `.integration` (real brokers, gateways, simulators)
+# take one of a few machine-wide slots (cores + 1, at least 3; LBS_TEST_SUITES overrides), see
+# Sources/TestTraits/SharedMachine.swift.
+swift test --skip-build --parallel "$@"

@@ -21,6 +21,9 @@ enum Completion: Sendable {
 /// token when it hands the message over (`link(token:mid:)`), before it can read that message's PUBACK.
 final class CallbackBox: Sendable {
     let messages: AsyncStream<MQTTMessage>.Continuation
+    /// Messages outside `priorityFilters` when any are set (`MQTTClient.bulkMessages`); nil: all go to `messages`.
+    let bulk: AsyncStream<MQTTMessage>.Continuation?
+    let priorityFilters: [String]
     let events: AsyncStream<MQTTConnectionEvent>.Continuation
     let droppedMessages = Atomic<Int>(0)
     /// Publishes handed to libmosquitto and not yet written (QoS 0) or acknowledged (QoS 1/2): libmosquitto
@@ -67,9 +70,22 @@ final class CallbackBox: Sendable {
         }
     }
 
-    init(messages: AsyncStream<MQTTMessage>.Continuation, events: AsyncStream<MQTTConnectionEvent>.Continuation) {
+    init(messages: AsyncStream<MQTTMessage>.Continuation, bulk: AsyncStream<MQTTMessage>.Continuation?, priorityFilters: [String],
+         events: AsyncStream<MQTTConnectionEvent>.Continuation) {
         self.messages = messages
+        self.bulk = bulk
+        self.priorityFilters = priorityFilters
         self.events = events
+    }
+
+    /// The stream `topic` goes to: `messages` when no priority filters are set or one matches it.
+    private func lane(for topic: String) -> AsyncStream<MQTTMessage>.Continuation {
+        guard let bulk else { return messages }
+        for filter in priorityFilters {
+            var matches = false
+            if mosquitto_topic_matches_sub(filter, topic, &matches) == .mosqSuccess, matches { return messages }
+        }
+        return bulk
     }
 
     // MARK: callbacks (network thread)
@@ -172,7 +188,7 @@ final class CallbackBox: Sendable {
         }
         let copy = MQTTMessage(topic: topic, payload: payload, qos: MQTTQoS(rawValue: raw.qos) ?? .atMostOnce,
                                retain: raw.retain, responseTopic: responseTopic, correlationData: correlationData)
-        if case .dropped = messages.yield(copy) {
+        if case .dropped = lane(for: topic).yield(copy) {
             droppedMessages.add(1, ordering: .relaxed)
         }
     }
@@ -281,6 +297,7 @@ final class CallbackBox: Sendable {
         for waiter in waiters { waiter.resume(returning: .failed(.shutDownError)) }
         isConnected.store(false, ordering: .sequentiallyConsistent)
         messages.finish()
+        bulk?.finish()
         events.finish()
     }
 }

@@ -19,7 +19,9 @@ private let libraryInitResult: Int32 = mosquitto_lib_init()
 ///   (`MQTTConfiguration.offlineQueueLimit`; retained coalesced per topic, non-retained QoS 0 dropped) and go
 ///   out in order right after CONNACK, before `.connected` is yielded.
 /// - `messages` is bounded (`inboundBufferSize`); messages arriving while it is full are dropped and
-///   counted in `droppedInboundMessages`. Each stream supports one consumer.
+///   counted in `droppedInboundMessages`. Each stream supports one consumer. With `priorityFilters` set, only
+///   messages matching them go to `messages`; the rest go to `bulkMessages`, bounded on their own, so a flood
+///   of those (a client subscribed to what it publishes itself) never drops a command.
 /// - `shutdown()` disconnects cleanly (so the broker does not publish the will), stops the thread,
 ///   destroys the libmosquitto handle and finishes both streams. Dropping the client without
 ///   `shutdown()` does the same in the background.
@@ -28,6 +30,9 @@ public final class MQTTClient: Sendable {
     public let configuration: MQTTConfiguration
     /// Inbound messages for subscribed filters (bounded; single consumer).
     public let messages: AsyncStream<MQTTMessage>
+    /// Inbound messages outside `MQTTConfiguration.priorityFilters` (bounded; single consumer); finishes at once
+    /// when no priority filters are set (everything then goes to `messages`).
+    public let bulkMessages: AsyncStream<MQTTMessage>
     /// Connection state changes, in order (single consumer).
     public let connectionEvents: AsyncStream<MQTTConnectionEvent>
     private let core: ClientCore
@@ -39,12 +44,18 @@ public final class MQTTClient: Sendable {
         self.configuration = configuration
         let (messages, messageContinuation) = AsyncStream.makeStream(
             of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(configuration.inboundBufferSize))
+        let (bulkMessages, bulkContinuation) = AsyncStream.makeStream(
+            of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(configuration.inboundBufferSize))
+        let split = !configuration.priorityFilters.isEmpty
+        if !split { bulkContinuation.finish() }
+        self.bulkMessages = bulkMessages
         // Connection events are rare (bounded by the back-off) and must not be lost: keep the newest 256.
         let (events, eventContinuation) = AsyncStream.makeStream(
             of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(256))
         self.messages = messages
         self.connectionEvents = events
-        let box = CallbackBox(messages: messageContinuation, events: eventContinuation)
+        let box = CallbackBox(messages: messageContinuation, bulk: split ? bulkContinuation : nil,
+                              priorityFilters: configuration.priorityFilters, events: eventContinuation)
         self.core = try ClientCore(configuration: configuration, box: box)
     }
 

@@ -171,6 +171,9 @@ public struct MQTTConfiguration: Sendable {
     public var reconnect = MQTTReconnectPolicy()
     /// Inbound messages buffered for the consumer; further messages are dropped and counted.
     public var inboundBufferSize = 1024
+    /// Topic filters whose inbound messages get a buffer of their own (`MQTTClient.messages`), apart from all
+    /// others (`MQTTClient.bulkMessages`); empty: one buffer for everything.
+    public var priorityFilters: [String] = []
     /// Outgoing QoS 1/2 messages in flight at once (`MOSQ_OPT_SEND_MAXIMUM`); the broker's Receive Maximum wins if lower.
     public var maxInflight = 64
     /// How long shutdown waits for the DISCONNECT to be written before it stops the network thread anyway.

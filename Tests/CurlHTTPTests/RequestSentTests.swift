@@ -1,11 +1,12 @@
 import ConsciousnessSimulator
 import CurlHTTP
 import Foundation
+import TestTraits
 import Testing
 
 /// A failure says whether the request had left, so a command that may have been carried
 /// out is not sent again while one that surely never arrived can be.
-@Suite struct RequestSentTests {
+@Suite(.integration) struct RequestSentTests {
     @Test func timeoutAfterSendingSaysTheRequestWasSent() async throws {
         try await withSimulator { fixture in
             fixture.simulator.inject(.slow(delay: .seconds(20)))

@@ -2,9 +2,10 @@ import ConsciousnessSimulator
 import CurlHTTP
 import Foundation
 import GatewayTesting
+import TestTraits
 import Testing
 
-@Suite("CurlHTTP against the consciousness simulator")
+@Suite("CurlHTTP against the consciousness simulator", .integration)
 struct SimulatorContractTests {
     @Test func loginListControlAndBatchRoundTrip() async throws {
         try await withSimulator { fixture in

@@ -3,9 +3,10 @@ import CurlHTTP
 import FlyingFox
 import Foundation
 import GatewayTesting
+import TestTraits
 import Testing
 
-@Suite("CurlHTTP transport behaviour")
+@Suite("CurlHTTP transport behaviour", .integration)
 struct TransportTests {
     @Test(arguments: [HTTPClientRequest.Method.get, .post, .put, .patch, .delete])
     func methodsHeadersAndBodiesReachTheServer(method: HTTPClientRequest.Method) async throws {

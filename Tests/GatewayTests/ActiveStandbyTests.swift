@@ -3,12 +3,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// Two real `lbs-gateway` processes with the same config (`high_availability:`), one broker: the standby runs
 /// nothing while the active holds the lease; kill -9 of the active during a stream of QoS 1 commands loses none and
 /// runs none twice; Home Assistant's availability never turns offline; an active that loses its lease stops.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct ActiveStandbyTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(3))) struct ActiveStandbyTests {
     static func config(broker: MosquittoBroker, directory: TemporaryDirectory, node: String, pair: String = "") throws -> String {
         let path = directory.file("\(node).yaml")
         try """

@@ -6,13 +6,14 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Logging
+import TestTraits
 import Testing
 import VendorKit
 import VendorSimulators
 
 /// The alert rules on their own (time comes with each reading) and through the controller (events, retained
 /// alert topics, Home Assistant binary sensors, the cache across a restart).
-@Suite struct AlertRuleTests {
+@Suite(.integration) struct AlertRuleTests {
     static let air = Device(vendorID: "air", vendorDeviceID: "office", name: "Office Air", type: .airQuality, room: "Office",
                             keys: ["temperature", "humidity", "co2", "pm25"])
     static let water = Device(vendorID: "flume", vendorDeviceID: "main", name: "Water", type: .waterMeter, keys: ["water_flow", "water_volume", "leak"])
@@ -150,7 +151,7 @@ import VendorSimulators
     }
 }
 
-@Suite struct AlertControllerTests {
+@Suite(.integration) struct AlertControllerTests {
     struct Harness {
         let transport = RecordingTransport()
         let controller: GatewayController
@@ -248,6 +249,7 @@ import VendorSimulators
     @Test func theAlertsSectionIsReadAndCheckedWithKeyPaths() {
         let yaml = """
         mqtt: {url: "mqtt://127.0.0.1"}
+        http: {enabled: false}
         vendors: [{type: demo, id: demo}]
         alerts:
           water_leak: {flow_above: 0.5, for: 1800}
@@ -260,6 +262,7 @@ import VendorSimulators
         #expect(config?.alerts.rooms["bedroom"]?["co2"]?.above == 800 && config?.alerts.environment["humidity"]?.below == 30)
         let badYAML = """
         mqtt: {url: "mqtt://127.0.0.1"}
+        http: {enabled: false}
         vendors: [{type: demo}]
         alerts: {environment: {colour: {above: 1}}}
         """

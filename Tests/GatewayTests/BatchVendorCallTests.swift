@@ -5,11 +5,12 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// The `batch` bridge request sends one vendor's items in one vendor call (the backend's
 /// `batch-control`) while every item is still stored in the outbox and ordered per device.
-@Suite(.timeLimit(.minutes(2))) struct BatchVendorCallTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct BatchVendorCallTests {
     @Test func oneBatchControlCallCarriesTheVendorsItems() async throws {
         let simulator = try await ResilienceIntegrationTests.simulator()
         let directory = try ResilienceIntegrationTests.directory()

@@ -4,12 +4,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// After an outage the backend's devices came back 38–58 s after it was serving again, because one
 /// failed half-open probe cost the whole configured wait. With the default `open_duration` (30 s) the first
 /// probe now comes 5 s after the trip, the next 10 s after a failed one, and the poll loop makes that probe.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct BreakerRecoveryTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(2))) struct BreakerRecoveryTests {
     static let kitchen = "consciousness_lights-kitchen"
 
     @Test func devicesAreBackWithinSecondsOfTheBackend() async throws {

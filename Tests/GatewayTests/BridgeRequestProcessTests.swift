@@ -1,11 +1,12 @@
 import Foundation
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// `bridge/request/options` (log level at runtime) and `bridge/request/restart` with the real
 /// `lbs-gateway` executable against a real broker.
-@Suite(.timeLimit(.minutes(2))) struct BridgeRequestProcessTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct BridgeRequestProcessTests {
     @Test func logLevelChangesAtRuntimeAndRestartStartsTheSameProcessAgain() async throws {
         let binary = try #require(Binaries.gateway, "lbs-gateway is not built")
         let broker = try await MosquittoBroker.started()
@@ -16,6 +17,7 @@ import Testing
           url: \(broker.url)
           client_id: restart-\(UInt32.random(in: 0...UInt32.max))
         log_level: warning
+        http: {enabled: false}
         vendors:
           - {type: demo, id: demo, poll_interval: 3600}
         """.write(toFile: config, atomically: true, encoding: .utf8)

@@ -3,10 +3,11 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// The gateway against a real mosquitto on a free loopback port: the topic contract end to end.
-@Suite(.timeLimit(.minutes(2))) struct BrokerIntegrationTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct BrokerIntegrationTests {
     @Test func startPublishesRetainedOnlineStateDevicesAndDiscovery() async throws {
         let gateway = try await GatewayHarness.start()
         defer { Task { await gateway.stop() } }

@@ -3,13 +3,14 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// `deploy/mosquitto/` against a real mosquitto: certificates from `make-certs.sh`, users from `add-user.sh`
 /// (password on stdin), the shipped `acl` and `mosquitto.conf` (paths and ports swapped for the test's). Home
 /// Assistant's user may command (`/set`) but not forge state; the gateway connects over TLS with its client
 /// certificate and password and works end to end.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct BrokerSecurityTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(2))) struct BrokerSecurityTests {
     static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("deploy/mosquitto").path
 
@@ -83,6 +84,7 @@ import Testing
           cert_file: client.pem
           key_file: client.key
         log_level: warning
+        http: {enabled: false}
         vendors: [{type: demo, id: demo, poll_interval: 3600}]
         """.write(toFile: config, atomically: true, encoding: .utf8)
         let binary = try #require(Binaries.gateway)

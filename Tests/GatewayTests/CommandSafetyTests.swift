@@ -6,6 +6,7 @@ import GatewayModel
 import GatewayTesting
 import Logging
 import Synchronization
+import TestTraits
 import Testing
 import VendorKit
 
@@ -13,7 +14,7 @@ import VendorKit
 /// settled by reading the state back (never sent again blindly, never overtaken by an older copy),
 /// newer commands supersede older waiting ones, lanes are bounded per device, and a command the
 /// outbox cannot store is refused. The same paths run against the simulators in integration tests.
-@Suite struct CommandSafetyTests {
+@Suite(.integration) struct CommandSafetyTests {
     struct Harness {
         let transport = RecordingTransport()
         let controller: GatewayController

@@ -5,12 +5,13 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 @testable import VendorConsciousness
 
 /// What the real consciousness backend showed: devices whose backend `last_seen` never moves got no heartbeat
 /// (229 s of silence across 20 polls), and `status: online` was read as ON.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct ConsciousnessBackendTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(2))) struct ConsciousnessBackendTests {
     static func wire(_ json: String) throws -> WireDevice {
         try JSONDecoder().decode(WireDevice.self, from: Data(json.utf8))
     }

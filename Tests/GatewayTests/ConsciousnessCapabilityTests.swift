@@ -4,11 +4,12 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// End to end: the consciousness backend can only switch power, so its lock, door and
 /// brightness are read-only everywhere: bridge/devices, Home Assistant discovery and the command path.
-@Suite(.timeLimit(.minutes(2))) struct ConsciousnessCapabilityTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct ConsciousnessCapabilityTests {
     static let lock = "consciousness_lock-front-door"
     static let light = "consciousness_lights-kitchen"
     static let thermostat = "consciousness_thermostat-main"

@@ -3,13 +3,14 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayModel
 import Logging
+import TestTraits
 import Testing
 import VendorDemo
 import VendorKit
 
 /// The controller with the demo vendor and a recording transport: fast checks of the topic
 /// contract's logic. The same behaviours run against a real broker in `BrokerIntegrationTests`.
-@Suite struct ControllerTests {
+@Suite(.integration) struct ControllerTests {
     struct Harness {
         let transport = RecordingTransport()
         let controller: GatewayController

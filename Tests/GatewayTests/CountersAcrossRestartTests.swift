@@ -3,11 +3,12 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// Energy counters continue across a restart: Home Assistant must never see a `total_increasing`
 /// value lower than the one before (it would log "not strictly increasing" and record a negative change).
-@Suite struct CountersAcrossRestartTests {
+@Suite(.integration) struct CountersAcrossRestartTests {
     static let counters = ["solar_energy", "grid_import_energy", "grid_export_energy", "battery_charge_energy",
                            "battery_discharge_energy", "home_energy"]
 

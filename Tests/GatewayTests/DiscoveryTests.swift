@@ -5,9 +5,10 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
-@Suite struct DiscoveryTests {
+@Suite(.integration) struct DiscoveryTests {
     let topics = Topics(base: "lbs")
 
     func object(_ text: String) throws -> [String: Any] {
@@ -237,7 +238,7 @@ import Testing
 
 /// A home battery site as the Powerwall adapter describes it: settings become controls, the grid status a
 /// "grid connected" binary sensor, and every counter lands in the Energy dashboard.
-@Suite struct EnergySiteDiscoveryTests {
+@Suite(.integration) struct EnergySiteDiscoveryTests {
     @Test func batterySettingsAreControlsAndEveryCounterFitsTheEnergyDashboard() throws {
         let discovery = HomeAssistantDiscovery(topics: Topics(base: "lbs"), mode: .device, version: "1.0")
         let keys = ["solar_power", "grid_power", "battery_power", "home_power", "battery_level", "solar_energy", "grid_import_energy",

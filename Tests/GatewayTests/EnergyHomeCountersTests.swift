@@ -4,13 +4,14 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorSimulators
 
 /// `energy/home`'s counters accumulate each source's increments: a restart with a vendor still down never lowers
 /// them, the vendor's return never makes them jump, and a daily counter starting again at midnight takes nothing
 /// away. (Summing levels once made Home Assistant book 40,776 kWh of grid import in five minutes.)
-@Suite(.serialized, .timeLimit(.minutes(3))) struct EnergyHomeCountersTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(3))) struct EnergyHomeCountersTests {
     @Test func increasesAddResetsAndFirstReadingsDoNot() {
         var counters = EnergyAccumulator()
         #expect(counters.observe(source: "envoy", key: "solar_energy", value: 20_000) == 0, "a first reading is a baseline")

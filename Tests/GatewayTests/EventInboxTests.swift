@@ -2,9 +2,10 @@ import Foundation
 import GatewayCore
 import GatewayModel
 import GatewayTesting
+import TestTraits
 import Testing
 
-@Suite struct EventInboxTests {
+@Suite(.integration) struct EventInboxTests {
     @Test func theConsumerTakesTheWholeBacklogInOneStep() async {
         let inbox = EventInbox<Int>(capacity: 10)
         for value in 1...4 { #expect(inbox.send(value)) }
@@ -48,7 +49,7 @@ import Testing
     }
 }
 
-@Suite struct CoalescingInboxTests {
+@Suite(.integration) struct CoalescingInboxTests {
     static let a = DeviceID(vendorInstance: "v", vendorDeviceID: "a")
     static let b = DeviceID(vendorInstance: "v", vendorDeviceID: "b")
 

@@ -4,6 +4,7 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +12,7 @@ import Glibc
 
 /// Against a real broker and the real binary: devices an earlier run published are cleared even without
 /// a cache, and a full disk refuses commands instead of sending them unstored.
-@Suite struct GhostsAndStorageTests {
+@Suite(.integration) struct GhostsAndStorageTests {
     @Test func devicesNoVendorReportsAnyMoreAreClearedWithoutACache() async throws {
         let broker = try await MosquittoBroker.started()
         let first = try await GatewayHarness.start(broker: broker, vendors: "  - {type: demo, id: demo, poll_interval: 3600, devices: 3}")
@@ -79,6 +80,7 @@ import Glibc
         let config = directory.file("config.yaml")
         try """
         mqtt: {url: \(broker.url), client_id: full-\(UInt32.random(in: 0...UInt32.max))}
+        http: {enabled: false}
         storage: {path: \(disk)/gateway.sqlite}
         log_level: warning
         vendors:

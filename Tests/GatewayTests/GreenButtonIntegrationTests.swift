@@ -3,11 +3,12 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// `type: green_button` through the gateway: the usage point's counters on MQTT, Energy-dashboard discovery,
 /// and the interval readings in the history at the file's own times (2026-11-01), not at the time read.
-@Suite(.timeLimit(.minutes(2))) struct GreenButtonIntegrationTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct GreenButtonIntegrationTests {
     @Test func intervalReadingsLandInTheHistoryAtTheirOwnTimes() async throws {
         let directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("exports"), withIntermediateDirectories: true)

@@ -5,13 +5,14 @@ import Glibc
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorKit
 
 /// The HTTP listener against the attacks a browser or a stranger on the LAN can make: DNS rebinding (a `Host`
 /// that is not this box's), cross-site requests (`Origin`), framing (clickjacking), and connections that never
 /// finish a request (descriptor exhaustion).
-@Suite(.serialized, .timeLimit(.minutes(3))) struct HTTPSecurityTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(3))) struct HTTPSecurityTests {
     static let attackerScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Browser/attacker_check.py").path
 
@@ -218,7 +219,7 @@ import VendorKit
 }
 
 /// The listener's names and the configuration that guards it.
-@Suite struct HTTPGuardConfigTests {
+@Suite(.integration) struct HTTPGuardConfigTests {
     @Test func hostNamesAreComparedWithoutPortCaseOrTrailingDot() {
         var settings = HTTPSettings()
         settings.host = "0.0.0.0"

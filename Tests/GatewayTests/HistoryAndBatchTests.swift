@@ -3,9 +3,10 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
-@Suite(.timeLimit(.minutes(2))) struct HistoryAndBatchTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct HistoryAndBatchTests {
     @Test func historyAnswersFromTheCacheInRawAndHourlyResolution() async throws {
         let gateway = try await GatewayHarness.start(vendors: "  - {type: demo, id: demo, poll_interval: 0.1}", storage: true)
         defer { Task { await gateway.stop() } }

@@ -6,13 +6,14 @@ import GatewayModel
 import GatewayTesting
 import Logging
 import MQTT
+import TestTraits
 import Testing
 import VendorDemo
 import VendorKit
 
 /// The gateway device, the home views as Home Assistant devices and `<base>/bridge/health`, through the
 /// controller and through a real broker.
-@Suite(.timeLimit(.minutes(2))) struct HomeAssistantBridgeTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct HomeAssistantBridgeTests {
     func parse(_ text: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
     }
@@ -107,7 +108,7 @@ import VendorKit
 }
 
 /// Demo side: with `storage:`, the demo's counters and battery level continue from the cache.
-@Suite(.timeLimit(.minutes(2))) struct DemoRestoreIntegrationTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct DemoRestoreIntegrationTests {
     static let keys = ["solar_energy", "grid_import_energy", "grid_export_energy", "battery_charge_energy", "battery_discharge_energy",
                        "home_energy", "battery_level"]
 
@@ -151,7 +152,7 @@ import VendorKit
 
 /// A room announced by an earlier run whose devices are gone at start-up (their vendor left the config)
 /// is cleared from Home Assistant, not left as a ghost device.
-@Suite(.timeLimit(.minutes(2))) struct HomeViewGhostTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct HomeViewGhostTests {
     @Test func aRoomWhoseDevicesLeftWhileTheGatewayWasDownIsCleared() async throws {
         let broker = try await MosquittoBroker.started()
         let directory = try TemporaryDirectory()

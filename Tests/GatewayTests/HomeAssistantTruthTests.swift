@@ -5,12 +5,13 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorSimulators
 
 /// What Home Assistant shows must be able to be right — names that do not repeat the device's,
 /// one entity per fact.
-@Suite struct HomeAssistantNamingTests {
+@Suite(.integration) struct HomeAssistantNamingTests {
     let discovery: HomeAssistantDiscovery = {
         var discovery = HomeAssistantDiscovery(topics: Topics(base: "lbs"), mode: .device, version: "1.0")
         discovery.alerts = AlertSettings()
@@ -61,7 +62,7 @@ import VendorSimulators
 /// A vendor removed from the config leaves no ghost in Home Assistant: its health sensor is removed the way Home
 /// Assistant 2025 removes one component of a device (the component sent as `{"p":"sensor"}` once), and its
 /// retained `bridge/vendors/<id>` is cleared. Real broker, three runs.
-@Suite(.timeLimit(.minutes(2))) struct RemovedVendorTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct RemovedVendorTests {
     static let bridgeTopic = "homeassistant/device/lbs_bridge/config"
 
     func components(_ message: MQTTMessage?) throws -> [String: [String: Any]] {
@@ -126,7 +127,7 @@ import VendorSimulators
 
 /// Rooms without readings are no devices: Home Assistant warned "No device components to cleanup" for every
 /// empty discovery message the gateway sent for rooms it never announced (28 per start). Real broker.
-@Suite(.timeLimit(.minutes(2))) struct EmptyRoomTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct EmptyRoomTests {
     @Test func aRoomWithoutReadingsGetsNoDiscoveryMessageAtAll() async throws {
         let broker = try await MosquittoBroker.started()
         let watcher = try await TestMQTTClient.connect(to: broker.url)
@@ -147,7 +148,7 @@ import VendorSimulators
 
 /// Entities only for what a device reports, and a value for every state topic discovery points to. Real broker,
 /// the Matter simulator serving the recorded nodes.
-@Suite(.timeLimit(.minutes(2))) struct ReportedKeysDiscoveryTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct ReportedKeysDiscoveryTests {
     static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
         message?.json?["components"] as? [String: [String: Any]]
     }
@@ -199,7 +200,7 @@ import VendorSimulators
 /// Ranges come from the device: an EV charger's current is what the charger takes (Matter: MinimumChargeCurrent
 /// … the lower of CircuitCapacity and UserMaximumChargeCurrent; Emporia: 6 … its maximum), in Home Assistant and
 /// on `/set`. Real broker.
-@Suite(.timeLimit(.minutes(2))) struct DeviceRangeTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct DeviceRangeTests {
     static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
         message?.json?["components"] as? [String: [String: Any]]
     }
@@ -255,7 +256,7 @@ import VendorSimulators
 /// A key the vendor refuses for this device and firmware is read-only: current Powerwall firmware answers 403 to
 /// a change of its operation; after the first refusal Home Assistant shows sensors, `/set` refuses before the
 /// gateway is asked again, and with `storage:` a restart remembers it. Real broker, the Powerwall simulator.
-@Suite(.timeLimit(.minutes(2))) struct RefusedKeyTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct RefusedKeyTests {
     static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
         message?.json?["components"] as? [String: [String: Any]]
     }
@@ -311,7 +312,7 @@ import VendorSimulators
 
 /// A Home Assistant service call has no answer of its own: a refused command showed only on `bridge/event`.
 /// Every device that takes commands has a "Command error" `event` entity fed by `<base>/device/<id>/command_error`.
-@Suite(.timeLimit(.minutes(2))) struct CommandErrorEntityTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct CommandErrorEntityTests {
     static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
         message?.json?["components"] as? [String: [String: Any]]
     }
@@ -355,7 +356,7 @@ import VendorSimulators
 /// A Matter fan is a Home Assistant `fan` (on/off, percentage, its own modes as presets), and a speed change is
 /// answered ok only once the node reports it: a fan that takes the write and never moves is an error. Real broker,
 /// the Matter simulator with the recorded Silabs fan (FanModeSequence 2: Off/Low/Med/High/Auto).
-@Suite(.timeLimit(.minutes(2))) struct MatterFanTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct MatterFanTests {
     static func components(_ message: MQTTMessage?) -> [String: [String: Any]]? {
         message?.json?["components"] as? [String: [String: Any]]
     }

@@ -7,6 +7,7 @@ import GatewayTesting
 import Logging
 import MQTT
 import Synchronization
+import TestTraits
 import Testing
 import VendorKit
 
@@ -14,7 +15,7 @@ import VendorKit
 /// discovery and availability, and every state before `bridge/devices`. The documented first-message order
 /// ("Order of messages" in mqtt-topics.md) must hold for devices that arrive after the first connect: a vendor
 /// that answers late, and a device that appears mid-run.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct LateDeviceOrderTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(2))) struct LateDeviceOrderTests {
     /// Per device: its discovery and availability, and a `bridge/devices` that lists it, before its first state.
     static func orderProblems(_ messages: [MQTTMessage], devices: [String]) -> [String] {
         var problems: [String] = []
@@ -169,7 +170,7 @@ final class WindowedTransport: MessageTransport {
     }
 }
 
-@Suite struct BusyConnectionOrderTests {
+@Suite(.integration) struct BusyConnectionOrderTests {
     static let meter = Device(vendorID: "sv", vendorDeviceID: "meter", name: "Meter", type: .energyMeter, room: "Garage",
                               keys: ["solar_power", "temperature"])
     static let plug = Device(vendorID: "sv", vendorDeviceID: "plug", name: "Plug", type: .plug, keys: ["state", "power"])

@@ -3,12 +3,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorSimulators
 
 /// `type: matter` end to end: a real broker, the gateway's services and the Matter server simulator serving the
 /// recorded node dumps. `mosquitto_pub` → Matter command → the node's attribute report → MQTT state.
-@Suite(.timeLimit(.minutes(2))) struct MatterIntegrationTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct MatterIntegrationTests {
     func start() async throws -> (MatterSimulator, GatewayHarness) {
         let folder = Fixtures.path("matter", "nodes")
         let dumps = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }.sorted()

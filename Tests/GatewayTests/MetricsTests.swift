@@ -3,11 +3,12 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// `GET /metrics` on the HTTP listener, read by the reference Prometheus text-format parser (Python's
 /// prometheus_client) when it is installed, and `<base>/bridge/metrics`.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct MetricsTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(2))) struct MetricsTests {
     static func fetch(_ url: String) async throws -> String {
         let directory = try TemporaryDirectory()
         let process = try ProcessRunner(executable: "/usr/bin/curl", arguments: ["-sS", "--max-time", "5", url], outputDirectory: directory.path, name: "curl")

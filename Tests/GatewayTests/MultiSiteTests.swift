@@ -3,6 +3,7 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// `deploy/mosquitto/bridge.conf` with three real brokers: two sites, each with its own gateway
@@ -10,7 +11,7 @@ import Testing
 /// discovery reach the centre, a command sent centrally reaches its site's gateway only, a site keeps working while
 /// the central link is down, and what it published meanwhile reaches the centre when the link returns. With the
 /// shipped site `acl` and the central ACL from `central-acl.sh`, no site's logins can write another site's topics.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct MultiSiteTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(3))) struct MultiSiteTests {
     static let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("deploy/mosquitto/bridge.conf").path
 

@@ -3,12 +3,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayModel
 import Logging
+import TestTraits
 import Testing
 import VendorKit
 
 /// When the connection cannot keep up, states are held back per device (latest wins) and commands'
 /// confirmed states still go out at once.
-@Suite struct OverloadCoalescingTests {
+@Suite(.integration) struct OverloadCoalescingTests {
     static let meter = Device(vendorID: "sv", vendorDeviceID: "meter", name: "Meter", type: .energyMeter, keys: ["solar_power"])
     static let light = Device(vendorID: "sv", vendorDeviceID: "light", name: "Light", type: .light, keys: ["state"])
 

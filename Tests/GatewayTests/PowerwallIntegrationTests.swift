@@ -3,12 +3,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorSimulators
 
 /// `type: powerwall` end to end: the gateway's services, a real broker and the Powerwall simulator serving a
 /// real gateway's recorded responses. What a user sees on MQTT and in Home Assistant.
-@Suite(.timeLimit(.minutes(2))) struct PowerwallIntegrationTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct PowerwallIntegrationTests {
     func start(writable: Bool) async throws -> (PowerwallSimulator, GatewayHarness) {
         let simulator = try PowerwallSimulator(configuration: .init(
             password: "TESLA", fixtures: Fixtures.path("powerwall", ""), customerMayWriteOperation: writable

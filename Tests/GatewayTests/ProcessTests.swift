@@ -2,10 +2,11 @@ import Foundation
 import Glibc
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// The `lbs-gateway` executable as a user runs it: signals, the Last Will, the CLI.
-@Suite(.timeLimit(.minutes(2))) struct ProcessTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct ProcessTests {
     func writeConfig(_ directory: TemporaryDirectory, broker: MosquittoBroker, extra: String = "") throws -> String {
         let path = directory.file("config.yaml")
         try """
@@ -16,6 +17,7 @@ import Testing
           username: gateway
           password_file: password
         log_level: debug
+        \(extra.contains("http:") ? "" : "http: {enabled: false}")
         vendors:
           - type: demo
             id: demo

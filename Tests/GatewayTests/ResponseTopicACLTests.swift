@@ -3,11 +3,12 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// With broker ACLs, a client that may only send commands must not be able to make the gateway publish
 /// into the gateway's namespace or Home Assistant's through the v5 Response Topic.
-@Suite struct ResponseTopicACLTests {
+@Suite(.integration) struct ResponseTopicACLTests {
     @Test func aCommandOnlyClientCannotMakeTheGatewayWriteItsOwnTopics() async throws {
         let files = try TemporaryDirectory(prefix: "lbs-acl")
         for (index, (user, password)) in [("gateway", "gw-pass"), ("limited", "l-pass"), ("observer", "o-pass")].enumerated() {

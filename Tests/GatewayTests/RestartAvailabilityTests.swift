@@ -3,12 +3,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorSimulators
 
 /// A restart must not make Home Assistant's entities flap (available → unavailable → available within a second,
 /// 230 of them after one kill -9), and every vendor's health is there from the start.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct RestartAvailabilityTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(3))) struct RestartAvailabilityTests {
     /// Live (not retained) availability messages seen after `mark`.
     static func live(_ client: TestMQTTClient, after mark: Int) -> [MQTTMessage] {
         client.received.dropFirst(mark).filter { $0.topic.hasSuffix("/availability") && !$0.retain }

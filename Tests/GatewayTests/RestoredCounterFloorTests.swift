@@ -4,13 +4,14 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorSimulators
 
 /// A counter restored from an older cache never goes below what the broker holds: restoring a cache after runs
 /// without one made `water_volume` 224.95 → 217.38, which Home Assistant books as a meter reset (the whole
 /// reading counted again as use).
-@Suite(.serialized, .timeLimit(.minutes(3))) struct RestoredCounterFloorTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(3))) struct RestoredCounterFloorTests {
     static let key = "grid_import_energy"
 
     /// Every `lbs/device/pw_site` message after `mark` with the counter.

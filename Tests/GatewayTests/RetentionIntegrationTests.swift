@@ -3,9 +3,10 @@ import Foundation
 @testable import GatewayCore
 @testable import LBSGatewayApp
 import GatewayTesting
+import TestTraits
 import Testing
 
-@Suite(.timeLimit(.minutes(1))) struct RetentionIntegrationTests {
+@Suite(.integration, .timeLimit(.minutes(1))) struct RetentionIntegrationTests {
     /// Readings three days old survive the default 7-day raw window, so seeing them rolled up
     /// proves the gateway runs retention with the configured `raw_days: 1`.
     @Test func theGatewayRollsUpRawReadingsPastTheConfiguredWindow() async throws {

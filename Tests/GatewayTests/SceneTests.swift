@@ -4,6 +4,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorKit
 import VendorSimulators
@@ -11,7 +12,7 @@ import VendorSimulators
 /// Scenes end to end: defined in the config or added by request (kept in the cache across a restart), run from
 /// MQTT across two vendors (the demo and Matter), one result per action on the response topic and as an event,
 /// Home Assistant `scene` entities.
-@Suite(.timeLimit(.minutes(2))) struct SceneTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct SceneTests {
     static let scenes = """
     scenes:
       - id: evening
@@ -99,6 +100,7 @@ import VendorSimulators
     @Test func theConfigsScenesAreChecked() {
         let yaml = """
         mqtt: {url: "mqtt://127.0.0.1:1883"}
+        http: {enabled: false}
         scenes:
           - {id: Bad Id, actions: [{device: demo_light, set: {state: "ON"}}]}
           - {id: empty, actions: []}

@@ -5,12 +5,13 @@ import Foundation
 import GatewayTesting
 import MQTT
 import Resilience
+import TestTraits
 import Testing
 import VendorKit
 
 /// A secret given as a file follows the file: a password fixed after a refused sign-in is used by the next
 /// attempt, with no restart (the consciousness backend once kept refusing a fixed password for 9.5 minutes).
-@Suite(.serialized, .timeLimit(.minutes(2))) struct SecretFileRereadTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(2))) struct SecretFileRereadTests {
     @Test func aSecretFileIsReadAgainWhenItChangesAndTheRedactorLearnsTheNewValue() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("password")

@@ -3,12 +3,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// SIGTERM with the HTTP listener on: the real binary, stopped 20 times. One stop in two printed
 /// "Cannot schedule tasks on an EventLoop that has already shut down" (the listener shut its event loop down
 /// while the server's channels still scheduled their last close on it).
-@Suite(.serialized, .timeLimit(.minutes(3))) struct ShutdownOrderTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(3))) struct ShutdownOrderTests {
     @Test func sigtermWithTheHTTPListenerLeavesNoEventLoopError() async throws {
         let binary = try #require(Binaries.gateway, "lbs-gateway is not built")
         let broker = try await MosquittoBroker.started()

@@ -4,13 +4,14 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// The command sequence seen against a real backend that answered after 30 s: one `/set` reached it seven
 /// times, and `slow → OFF → fast → ON` ended OFF. Here the simulator applies a control request 3 s late
 /// (after the gateway's 1 s timeout, the work goes on) — the gateway must send each command once and
 /// the device must end as the last command said.
-@Suite struct SlowBackendCommandTests {
+@Suite(.integration) struct SlowBackendCommandTests {
     static let kitchen = "consciousness_lights-kitchen"
     static let control = FaultMatch(pathPrefix: "/api/v1/devices/lights-kitchen/control")
 

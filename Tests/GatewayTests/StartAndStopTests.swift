@@ -6,12 +6,13 @@ import GatewayTesting
 import Logging
 import MQTT
 import ServiceLifecycle
+import TestTraits
 import Testing
 import GatewayModel
 
 /// The start-up and stop paths a systemd unit depends on: an empty broker password file (what install.sh leaves
 /// for a broker without logins) once made the gateway hang at start, print nothing, and ignore SIGTERM.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct StartAndStopTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(2))) struct StartAndStopTests {
     func config(_ directory: TemporaryDirectory, broker: MosquittoBroker, mqtt extra: String) throws -> String {
         let path = directory.file("config.yaml")
         try """

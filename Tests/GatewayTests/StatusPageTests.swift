@@ -4,13 +4,14 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import VendorKit
 
 /// The live status page on the HTTP listener: headless Chromium (Playwright, `Tests/Browser/status_page_check.py`)
 /// loads it, sees an MQTT change within 1 s, switches `demo_light` with a click and saves a screenshot; the
 /// JSON API, the live feed, read-only mode and authentication are checked with curl.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct StatusPageTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(3))) struct StatusPageTests {
     static let browserScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Browser/status_page_check.py").path
 

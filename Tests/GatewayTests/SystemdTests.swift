@@ -6,12 +6,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import Synchronization
+import TestTraits
 import Testing
 
 /// systemd integration without systemd running: the real binary talks sd_notify to a datagram socket the test
 /// binds (READY=1 after the broker is connected, WATCHDOG=1 from the core, STATUS=, STOPPING=1 on SIGTERM), and
 /// the unit file passes `systemd-analyze verify` and has its exposure scored by `systemd-analyze security`.
-@Suite(.serialized) struct SystemdTests {
+@Suite(.integration, .serialized) struct SystemdTests {
     /// A bound AF_UNIX datagram socket that collects what arrives.
     final class NotifySocket: Sendable {
         let path: String
@@ -65,6 +66,7 @@ import Testing
         let config = directory.file("config.yaml")
         try """
         mqtt: {url: \(broker.url), client_id: notify-\(UInt32.random(in: 0...UInt32.max))}
+        http: {enabled: false}
         log_level: warning
         vendors: [{type: demo, id: demo, poll_interval: 3600}]
         """.write(toFile: config, atomically: true, encoding: .utf8)
@@ -86,15 +88,14 @@ import Testing
         await broker.stop()
     }
 
-    @Test func anAbstractSocketAndNoSocketAtAll() throws {
+    @Test func anAbstractSocketAndNoSocketAtAll() async throws {
         let name = "@lbs-notify-test-\(UInt32.random(in: 0...UInt32.max))"
         let socket = try NotifySocket(path: name, abstract: true)
         defer { socket.close() }
         let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": name, "WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "1"])
         #expect(notifier.isEnabled && notifier.watchdogInterval == nil, "WATCHDOG_PID names another process")
         #expect(notifier.notify(["STATUS=hello\nworld"]))
-        let deadline = Date().addingTimeInterval(2)
-        while socket.messages.isEmpty, Date() < deadline { usleep(10_000) }
+        try await waitUntil("the status", timeout: .seconds(15)) { !socket.messages.isEmpty }
         #expect(socket.messages == ["STATUS=hello world"], "a newline inside a line cannot start another")
         let outside = SystemdNotifier(environment: [:])
         #expect(!outside.isEnabled && !outside.notify(["READY=1"]))
@@ -140,7 +141,7 @@ import Testing
 
 /// `deploy/install.sh` and `deploy/uninstall.sh`, staged into a folder (`--root`): what lands where with which
 /// mode, what an upgrade keeps, and that the cache survives an uninstall unless asked.
-@Suite struct InstallScriptTests {
+@Suite(.integration) struct InstallScriptTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
     func run(_ script: String, _ arguments: [String], in directory: TemporaryDirectory, environment extra: [String: String] = [:]) async throws -> String {

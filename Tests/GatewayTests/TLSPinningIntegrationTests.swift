@@ -5,11 +5,12 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// `tls:` end to end: real broker, real SQLite file, the consciousness simulator behind a socat TLS front
 /// with a self-signed key, and the real `lbs-gateway tls-pin` command.
-@Suite(.enabled(if: TLSFront.isAvailable), .timeLimit(.minutes(3)))
+@Suite(.integration, .enabled(if: TLSFront.isAvailable), .timeLimit(.minutes(3)))
 struct TLSPinningIntegrationTests {
     static let kitchen = "lbs/device/consciousness_lights-kitchen"
     static let health = "lbs/bridge/vendors/consciousness"

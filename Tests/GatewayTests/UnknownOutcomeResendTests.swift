@@ -4,12 +4,13 @@ import Foundation
 @testable import LBSGatewayApp
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// Against the real backend one OFF was sent 5 times, about every 65 s (its settle window plus the
 /// timeout), until it expired, although the rule is "sent once more". A backend that takes the command but never
 /// shows it gets it twice at most; then the sender hears an error with a code.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct UnknownOutcomeResendTests {
+@Suite(.integration, .serialized, .timeLimit(.minutes(2))) struct UnknownOutcomeResendTests {
     static let kitchen = "consciousness_lights-kitchen"
 
     @Test func anOffTheBackendNeverShowsIsSentOnceMoreThenFailsWithACode() async throws {

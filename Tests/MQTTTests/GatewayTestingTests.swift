@@ -1,11 +1,12 @@
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
 
-@Suite("GatewayTesting helpers", .timeLimit(.minutes(1)))
+@Suite("GatewayTesting helpers", .integration, .timeLimit(.minutes(1)))
 struct GatewayTestingTests {
     @Test func processRunnerCapturesOutputEnvironmentAndExitCode() async throws {
         let directory = try TemporaryDirectory()

@@ -1,8 +1,9 @@
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
-@Suite("MQTTClient against a real mosquitto broker", .timeLimit(.minutes(1)))
+@Suite("MQTTClient against a real mosquitto broker", .integration, .timeLimit(.minutes(1)))
 struct MQTTClientTests {
     @Test func publishSubscribeRoundTrip() async throws {
         let broker = try await MosquittoBroker.started()

@@ -2,9 +2,10 @@ import Foundation
 import GatewayTesting
 @testable import MQTT
 import Synchronization
+import TestTraits
 import Testing
 
-@Suite("MQTT offline queue (unit)")
+@Suite("MQTT offline queue (unit)", .integration)
 struct OfflineQueueUnitTests {
     private func message(_ topic: String, _ payload: String, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
                          token: UInt64? = nil) -> OfflineMessage {
@@ -84,7 +85,7 @@ private final class EventLog: Sendable {
 /// Fast reconnects so outages end quickly in tests.
 private let fastReconnect = MQTTReconnectPolicy(minDelay: .milliseconds(20), maxDelay: .milliseconds(100))
 
-@Suite("MQTT offline queue and CONNECT ordering", .timeLimit(.minutes(2)))
+@Suite("MQTT offline queue and CONNECT ordering", .integration, .timeLimit(.minutes(2)))
 struct MQTTConnectOrderingTests {
     /// Publishes racing with connect must never reach the socket before CONNECT.
     @Test func nothingIsWrittenBeforeConnectWhilePublishersRaceTheConnect() async throws {
@@ -258,7 +259,7 @@ struct MQTTConnectOrderingTests {
     }
 }
 
-@Suite("MQTT offline queue refuses bad topics at once")
+@Suite("MQTT offline queue refuses bad topics at once", .integration)
 struct OfflineQueueTopicCheckTests {
     @Test func aWildcardTopicIsRefusedWhileOfflineInsteadOfFailingAfterTheReconnect() throws {
         let listener = try FirstPacketListener()

@@ -1,10 +1,11 @@
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
 /// `outgoingBacklog` counts publishes libmosquitto holds, so telemetry can hold back before its unbounded
 /// queue grows: it rises with a burst and falls back to zero once every QoS 0 and QoS 1 message went out.
-@Suite("MQTTClient outgoing backlog", .timeLimit(.minutes(1)))
+@Suite("MQTTClient outgoing backlog", .integration, .timeLimit(.minutes(3)))
 struct MQTTOutgoingBacklogTests {
     @Test func aBurstIsCountedUntilItIsOnTheWire() async throws {
         let broker = try await MosquittoBroker.started()
@@ -17,7 +18,7 @@ struct MQTTOutgoingBacklogTests {
             highest = max(highest, publisher.client.outgoingBacklog)
         }
         #expect(highest > 0, "40 MB handed over in a loop cannot all be on the wire at once")
-        try await waitUntil("the backlog drained", timeout: .seconds(30)) { publisher.client.outgoingBacklog == 0 }
+        try await waitUntil("the backlog drained", timeout: .seconds(120)) { publisher.client.outgoingBacklog == 0 }
         await publisher.shutdown()
         await broker.stop()
     }

@@ -1,12 +1,13 @@
 import GatewayTesting
 import MQTT
 import Synchronization
+import TestTraits
 import Testing
 
 /// Fast reconnects so broker restarts are noticed within tests' deadlines.
 private let fastReconnect = MQTTReconnectPolicy(minDelay: .milliseconds(50), maxDelay: .milliseconds(300))
 
-@Suite("MQTT will, reconnect, back-pressure", .timeLimit(.minutes(1)))
+@Suite("MQTT will, reconnect, back-pressure", .integration, .timeLimit(.minutes(1)))
 struct MQTTReliabilityTests {
     private func willClient(_ url: String, willTopic: String) async throws -> TestMQTTClient {
         try await TestMQTTClient.connect(to: url) { configuration in
@@ -139,5 +140,41 @@ struct MQTTReliabilityTests {
         #expect(kept == (0..<10).map(String.init))
         await publisher.shutdown()
         await slow.shutdown()
+    }
+
+    /// With priority filters, a flood on other topics fills only the bulk buffer: a command sent behind it
+    /// still reaches `messages` (before this, the gateway's own echoed retained topics dropped commands).
+    @Test func aFloodOnOtherTopicsNeverDropsAPriorityMessage() async throws {
+        let broker = try await MosquittoBroker.started()
+        var configuration = try MQTTConfiguration(url: broker.url, clientID: TestMQTTClient.uniqueClientID("lanes"))
+        configuration.inboundBufferSize = 10
+        configuration.priorityFilters = ["lbs/device/+/set"]
+        let client = try MQTTClient(configuration: configuration)
+        client.start()
+        for await event in client.connectionEvents where event == .connected { break }
+        try await client.subscribeAndWait(["lbs/#"], qos: .atLeastOnce)
+
+        let publisher = try await TestMQTTClient.connect(to: broker.url)
+        for index in 0..<200 {
+            #expect(publisher.client.publish("lbs/device/d\(index)/availability", "online", qos: .atLeastOnce).isAccepted)
+        }
+        try await publisher.client.publishAndWait("lbs/device/lock/set", Array("UNLOCK".utf8), qos: .atLeastOnce, timeout: .seconds(10))
+        try await waitUntil("bulk drops counted: \(client.droppedInboundMessages)", timeout: .seconds(10)) {
+            client.droppedInboundMessages == 190
+        }
+        var priority: MQTTMessage?
+        for await message in client.messages {
+            priority = message
+            break
+        }
+        #expect(priority?.topic == "lbs/device/lock/set" && priority?.payloadString == "UNLOCK")
+        var bulk: [String] = []
+        for await message in client.bulkMessages {
+            bulk.append(message.topic)
+            if bulk.count == 10 { break }
+        }
+        #expect(bulk == (0..<10).map { "lbs/device/d\($0)/availability" })
+        await publisher.shutdown()
+        await client.shutdown()
     }
 }

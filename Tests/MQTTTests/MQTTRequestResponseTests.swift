@@ -1,8 +1,9 @@
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 
-@Suite("MQTT 5 properties and MQTT 3.1.1", .timeLimit(.minutes(1)))
+@Suite("MQTT 5 properties and MQTT 3.1.1", .integration, .timeLimit(.minutes(1)))
 struct MQTTRequestResponseTests {
     @Test func responseTopicAndCorrelationDataRoundTrip() async throws {
         let broker = try await MosquittoBroker.started()

@@ -1,9 +1,10 @@
 import GatewayTesting
 import MQTT
+import TestTraits
 import Testing
 import CMosquitto
 
-@Suite("MQTT over TLS", .timeLimit(.minutes(1)))
+@Suite("MQTT over TLS", .integration, .timeLimit(.minutes(1)))
 struct MQTTTLSTests {
     /// Runs openssl and fails with its stderr if it does not exit 0.
     private func openssl(_ arguments: [String], in directory: TemporaryDirectory) async throws {
@@ -59,7 +60,7 @@ struct MQTTTLSTests {
     }
 }
 
-@Suite("MQTT authentication", .timeLimit(.minutes(1)))
+@Suite("MQTT authentication", .integration, .timeLimit(.minutes(1)))
 struct MQTTAuthenticationTests {
     @Test func passwordLoginWorksAndRefusalIsReportedWithoutThePassword() async throws {
         let files = try TemporaryDirectory(prefix: "lbs-auth")
@@ -138,7 +139,7 @@ private struct TestCA {
     }
 }
 
-@Suite("MQTT TLS trust store and failure reasons", .timeLimit(.minutes(2)))
+@Suite("MQTT TLS trust store and failure reasons", .integration, .timeLimit(.minutes(2)))
 struct MQTTTLSTrustTests {
     /// The first connect attempt's failure (the client keeps retrying; it is shut down here).
     private func firstFailure(url: String, configure: (inout MQTTConfiguration) -> Void) async throws -> MQTTError? {

@@ -2,6 +2,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Resilience
+import TestTraits
 import Testing
 @testable import VendorAwair
 import VendorKit
@@ -10,7 +11,7 @@ import VendorTesting
 
 /// `type: awair` and `type: awair_local` against the simulator replaying python_awair's recorded cassettes: the
 /// published numbers are the numbers in the recorded answers.
-@Suite struct AwairTests {
+@Suite(.integration) struct AwairTests {
     static let token = "awair-token-123"
 
     func cloud(token: String = AwairTests.token, clock: ManualClock = ManualClock()) async throws -> (AwairSimulator, AwairCloudVendor, EventLog) {

@@ -3,12 +3,13 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Resilience
+import TestTraits
 import Testing
 import VendorConsciousness
 import VendorKit
 import VendorTesting
 
-@Suite struct ConsciousnessAdapterTests {
+@Suite(.integration) struct ConsciousnessAdapterTests {
     @Test func loginAndInventoryMapAllSevenTypesAndTheHouse() async throws {
         let rig = try await Rig.start()
         defer { Task { await rig.stop() } }

@@ -3,6 +3,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Resilience
+import TestTraits
 import Testing
 import VendorConsciousness
 import VendorKit
@@ -11,7 +12,7 @@ import VendorTesting
 /// The consciousness vendor against its simulator: commands that may have been carried out are not repeated,
 /// capabilities say what the backend can do, the served thermostat shape, held-off auth and 404 failures,
 /// `next_attempt`.
-@Suite(.timeLimit(.minutes(2))) struct ConsciousnessCommandOutcomeTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct ConsciousnessCommandOutcomeTests {
     static let kitchenControl = "PUT /api/v1/devices/lights-kitchen/control"
 
     /// Retries that would happen at once (no jitter wait), so only the outcome-unknown rule can stop them.

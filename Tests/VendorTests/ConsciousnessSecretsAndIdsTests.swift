@@ -4,13 +4,14 @@ import GatewayModel
 import GatewayTesting
 import Logging
 import Resilience
+import TestTraits
 import Testing
 import VendorConsciousness
 import VendorKit
 import VendorTesting
 
 /// A backend that echoes the password does not leak it; colliding ids keep every device.
-@Suite(.timeLimit(.minutes(2))) struct ConsciousnessSecretsAndIdsTests {
+@Suite(.integration, .timeLimit(.minutes(2))) struct ConsciousnessSecretsAndIdsTests {
     /// Short and punctuated, so the generic "long token" heuristic does not catch it: only the redactor can.
     static let password = #"Hunter2 "x" &y/z"#
     static let fragments = ["Hunter2", "&y/z", "&amp;y"]

@@ -4,6 +4,7 @@ import ModularPower
 import GatewayModel
 import GatewayTesting
 import Resilience
+import TestTraits
 import Testing
 @testable import VendorEmporia
 import VendorKit
@@ -12,7 +13,7 @@ import VendorTesting
 
 /// `type: emporia` against a simulator of Emporia's cloud (PyEmVue's documented wire format): the refresh-token
 /// sign-in, the device tree, per-minute usage as W per Vue, circuit and plug, and switching a plug.
-@Suite struct EmporiaTests {
+@Suite(.integration) struct EmporiaTests {
     static let refresh = "emporia-refresh-token-xyz"
 
     func start(token: String? = EmporiaTests.refresh, password: String? = nil, clock: ManualClock = ManualClock()) async throws
@@ -173,7 +174,7 @@ import VendorTesting
 }
 
 /// Cognito's SRP-6a sign-in against an exchange computed by pycognito (PyEmVue's sign-in library).
-@Suite struct CognitoSRPTests {
+@Suite(.integration) struct CognitoSRPTests {
     struct Vector: Decodable {
         var pool_id: String, username: String, password: String, user_id_for_srp: String, salt: String
         var small_a: String, srp_a: String, srp_b: String, secret_block: String, timestamp: String, signature: String

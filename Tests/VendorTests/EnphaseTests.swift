@@ -2,6 +2,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import SimulatorKit
+import TestTraits
 import Testing
 import VendorKit
 @testable import VendorEnphase
@@ -10,7 +11,7 @@ import VendorTesting
 
 /// `type: enphase` against pyenphase's recorded firmware folders (Tests/Fixtures/enphase), each served by the
 /// simulator: the published numbers are the numbers in the files, taken from the source pyenphase takes them from.
-@Suite struct EnphaseTests {
+@Suite(.integration) struct EnphaseTests {
     static let token = "eyJhbGciOiJFUzI1NiJ9.eyJhdWQiOiIxMjIyMzgwODI3NjMiLCJlbnBoYXNlVXNlciI6Im93bmVyIn0.c2ln"
 
     func start(
@@ -311,7 +312,7 @@ import VendorTesting
 
 /// The Enlighten login: username and password get a token for the gateway's serial from Enphase's cloud
 /// (simulated), fetched again before it expires; a refused password or MFA is said plainly.
-@Suite struct EnphaseEnlightenTests {
+@Suite(.integration) struct EnphaseEnlightenTests {
     func start(password: String = "cloud-pw", lifetime: Double = 31_536_000) async throws -> (EnlightenSimulator, EnphaseSimulator, EnphaseVendor, EventLog, ManualClock) {
         let cloud = EnlightenSimulator(email: "owner@example.com", password: "cloud-pw", lifetime: lifetime)
         try await cloud.start()

@@ -3,6 +3,7 @@ import GatewayModel
 import GatewayTesting
 import Resilience
 import Synchronization
+import TestTraits
 import Testing
 @testable import VendorFlume
 import VendorKit
@@ -11,7 +12,7 @@ import VendorTesting
 
 /// `type: flume` against the simulator serving PyFlume's recorded answers: values in litres from the recorded
 /// gallons, a counter that only grows (across midnight and restarts), leaks, and the OAuth grants.
-@Suite struct FlumeTests {
+@Suite(.integration) struct FlumeTests {
     static let credentials = FlumeSimulator.Credentials(clientID: "client-1", clientSecret: "client-secret-2", username: "me@example.com", password: "water-pw-3")
     static let sensor = "6248148189204194987"
     static let id = DeviceID(vendorInstance: "flume", vendorDeviceID: sensor)

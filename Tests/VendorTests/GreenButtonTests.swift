@@ -3,13 +3,14 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import SimulatorKit
+import TestTraits
 import Testing
 import VendorKit
 @testable import VendorGreenButton
 import VendorTesting
 
 /// `type: green_button` with sample downloads built from the ESPI schema (Tests/Fixtures/green_button).
-@Suite struct GreenButtonTests {
+@Suite(.integration) struct GreenButtonTests {
     static let electricity = Fixtures.path("green_button", "electricity_hourly.xml")
     static let gas = Fixtures.path("green_button", "gas_daily.xml")
     static let start = 1_793_491_200.0 // 2026-11-01T00:00:00Z, the first interval of both files

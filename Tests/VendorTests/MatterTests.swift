@@ -2,6 +2,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Resilience
+import TestTraits
 import Testing
 import VendorKit
 @testable import VendorMatter
@@ -11,7 +12,7 @@ import VendorTesting
 /// `type: matter` against a simulator of python-matter-server's WebSocket API serving the recorded node dumps:
 /// the full sync, commands that come back as attribute updates, nodes joining and leaving, a button, errors,
 /// and a server that shuts down and comes back.
-@Suite(.serialized) struct MatterTests {
+@Suite(.integration, .serialized) struct MatterTests {
     static func dumps() throws -> [Data] {
         let folder = Fixtures.path("matter", "nodes")
         return try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }.sorted()

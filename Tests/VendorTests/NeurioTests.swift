@@ -1,6 +1,7 @@
 import Foundation
 import GatewayModel
 import GatewayTesting
+import TestTraits
 import Testing
 import VendorKit
 @testable import VendorNeurio
@@ -8,7 +9,7 @@ import VendorSimulators
 import VendorTesting
 
 /// `type: neurio` against a simulated sensor serving a sample in Neurio's published `/current-sample` format.
-@Suite struct NeurioTests {
+@Suite(.integration) struct NeurioTests {
     func start() async throws -> (NeurioSimulator, NeurioVendor, EventLog, ManualClock) {
         let simulator = try NeurioSimulator(sampleFile: Fixtures.path("neurio", "current-sample.json"))
         try await simulator.start()

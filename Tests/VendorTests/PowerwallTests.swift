@@ -5,6 +5,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Resilience
+import TestTraits
 import Testing
 import VendorKit
 @testable import VendorPowerwall
@@ -13,7 +14,7 @@ import VendorTesting
 
 /// `type: powerwall` against the simulator, which serves the recorded responses of a real Backup Gateway 2
 /// (Tests/Fixtures/powerwall) and the real gateway's traps.
-@Suite struct PowerwallTests {
+@Suite(.integration) struct PowerwallTests {
     struct Rig {
         let simulator: PowerwallSimulator
         let vendor: PowerwallVendor

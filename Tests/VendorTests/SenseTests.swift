@@ -3,6 +3,7 @@ import GatewayModel
 import GatewayTesting
 import Resilience
 import Synchronization
+import TestTraits
 import Testing
 import VendorKit
 @testable import VendorSense
@@ -10,7 +11,7 @@ import VendorSimulators
 import VendorTesting
 
 /// `type: sense` against a simulator that speaks Sense's sign-in and realtime WebSocket protocol.
-@Suite(.serialized) struct SenseTests {
+@Suite(.integration, .serialized) struct SenseTests {
     static let secret = "JBSWY3DPEHPK3PXP"
 
     func start(_ simulator: SenseSimulator, password: String = "sense-pw", totp: String? = nil, publishInterval: Duration = .seconds(1),

@@ -2,6 +2,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Synchronization
+import TestTraits
 import Testing
 import VendorKit
 @testable import VendorSolarEdge
@@ -9,7 +10,7 @@ import VendorSimulators
 import VendorTesting
 
 /// `type: solaredge` (Monitoring API v2) against the simulator serving a real site's recorded responses.
-@Suite struct SolarEdgeTests {
+@Suite(.integration) struct SolarEdgeTests {
     func start(
         siteID: String? = nil, key: String = "se-key", now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> (SolarEdgeSimulator, SolarEdgeVendor, EventLog, ManualClock) {

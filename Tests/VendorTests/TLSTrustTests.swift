@@ -4,6 +4,7 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Resilience
+import TestTraits
 import Testing
 import VendorConsciousness
 import VendorKit
@@ -42,7 +43,7 @@ private struct TLSRig {
     }
 }
 
-@Suite struct TLSPolicyTests {
+@Suite(.integration) struct TLSPolicyTests {
     @Test func pinsAreAcceptedBareOrInCurlFormAndMustBe32Bytes() {
         let digest = Data((0..<32).map { UInt8($0) }).base64EncodedString()
         #expect(TLSPolicy.normalizedPin(digest) == digest)
@@ -71,7 +72,7 @@ private struct TLSRig {
     }
 }
 
-@Suite(.enabled(if: TLSFront.isAvailable), .timeLimit(.minutes(2)))
+@Suite(.integration, .enabled(if: TLSFront.isAvailable), .timeLimit(.minutes(2)))
 struct TLSTrustTests {
     @Test func firstUsePinsTheKeyAndAChangedKeyIsRefusedUntilThePinIsForgotten() async throws {
         let rig = try await TLSRig.start { _ in .firstUse }
@@ -191,7 +192,7 @@ private final class SilentListener: Sendable {
     }
 }
 
-@Suite struct TLSFirstUseCancellationTests {
+@Suite(.integration) struct TLSFirstUseCancellationTests {
     @Test func cancellingACallDuringTheFirstUseFetchEndsItAtOnce() async throws {
         let silent = try SilentListener()
         let client = try HTTPClient()

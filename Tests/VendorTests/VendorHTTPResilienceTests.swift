@@ -4,12 +4,13 @@ import Foundation
 import GatewayModel
 import GatewayTesting
 import Resilience
+import TestTraits
 import Testing
 import VendorConsciousness
 import VendorKit
 import VendorTesting
 
-@Suite struct VendorHTTPResilienceTests {
+@Suite(.integration) struct VendorHTTPResilienceTests {
     @Test func serverErrorBurstOpensTheBreakerAndTheHalfOpenProbeRecovers() async throws {
         let rig = try await Rig.start()
         defer { Task { await rig.stop() } }

@@ -139,11 +139,15 @@ public struct GatewayService: Service {
                     }
                 }
             }
-            group.addTask {
-                for await message in client.messages {
-                    await controller.handle(InboundMessage(
-                        topic: message.topic, payload: message.payload, retain: message.retain,
-                        responseTopic: message.responseTopic, correlationData: message.correlationData))
+            // Two lanes (`Topics.priorityFilters`): commands and requests never wait behind, or get dropped by,
+            // a flood of the gateway's own retained topics echoed back while it reads them.
+            for lane in [client.messages, client.bulkMessages] {
+                group.addTask {
+                    for await message in lane {
+                        await controller.handle(InboundMessage(
+                            topic: message.topic, payload: message.payload, retain: message.retain,
+                            responseTopic: message.responseTopic, correlationData: message.correlationData))
+                    }
                 }
             }
             group.addTask { await controller.consume(events) }

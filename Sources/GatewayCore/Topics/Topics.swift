@@ -53,6 +53,14 @@ public struct Topics: Sendable {
     public func alert(_ id: String) -> String { "\(base)/alert/\(id)" }
     public func sceneSet(_ id: String) -> String { "\(base)/scene/\(id)/set" }
 
+    /// What people and automations send the gateway (commands, reads, requests, scenes), Home Assistant's birth
+    /// and the pair's lease: inbound messages on these never share a buffer with the gateway's own echoed topics
+    /// (the retained sweep and read-backs subscribe to what it publishes), so a flood of those cannot drop them.
+    public var priorityFilters: [String] {
+        ["\(base)/device/+/set", "\(base)/device/+/set/+", "\(base)/device/+/get", "\(base)/bridge/request/#",
+         "\(base)/scene/+/set", haStatus, bridgeLease]
+    }
+
     /// An inbound topic, parsed.
     public enum Inbound: Sendable, Equatable {
         /// `<base>/device/<id>/set` or `/set/<key>`; the id is the raw segment (may be unknown or invalid).

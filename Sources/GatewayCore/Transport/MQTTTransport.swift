@@ -76,6 +76,8 @@ public struct MQTTTransport: MessageTransport {
             minDelay: .milliseconds(Int64(config.mqtt.reconnectMinDelay * 1000)),
             maxDelay: .milliseconds(Int64(config.mqtt.reconnectMaxDelay * 1000)))
         mqtt.inboundBufferSize = 4096
+        let topics = Topics(base: config.mqtt.baseTopic, haStatus: config.homeAssistant.statusTopic)
+        mqtt.priorityFilters = topics.priorityFilters
         mqtt.offlineQueueLimit = config.mqtt.offlineQueueSize
         return mqtt
     }
