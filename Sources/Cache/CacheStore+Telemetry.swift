@@ -29,25 +29,19 @@ extension CacheStore {
         let readings = batch.readings.filter(Self.isStorable)
         let known = seriesIDs.withLock { $0 }
         let now = options.clock()
-        try ensureOpen("write telemetry")
-        let created: [SeriesKey: Int64]
-        do {
-            created = try pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
-                var created: [SeriesKey: Int64] = [:]
-                try db.inTransaction(.immediate) {
-                    if !batch.removals.isEmpty { _ = try Self.remove(batch.removals, in: db) }
-                    if !batch.upserts.isEmpty { try Self.upsert(batch.upserts, in: db) }
-                    if !batch.states.isEmpty { try Self.save(batch.states, in: db) }
-                    if !readings.isEmpty { created = try Self.insert(readings, into: db, knownSeries: known) }
-                    for (vendorID, json) in batch.health { try Self.saveHealth(vendorID: vendorID, json: json, at: now, in: db) }
-                    return .commit
-                }
-                return created
+        let created: [SeriesKey: Int64] = try writeWithoutTransaction("write telemetry") { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
+            var created: [SeriesKey: Int64] = [:]
+            try db.inTransaction(.immediate) {
+                if !batch.removals.isEmpty { _ = try Self.remove(batch.removals, in: db) }
+                if !batch.upserts.isEmpty { try Self.upsert(batch.upserts, in: db) }
+                if !batch.states.isEmpty { try Self.save(batch.states, in: db) }
+                if !readings.isEmpty { created = try Self.insert(readings, into: db, knownSeries: known) }
+                for (vendorID, json) in batch.health { try Self.saveHealth(vendorID: vendorID, json: json, at: now, in: db) }
+                return .commit
             }
-        } catch {
-            throw CacheError.wrap(error, "cannot write telemetry")
+            return created
         }
         rememberSeries(created)
     }

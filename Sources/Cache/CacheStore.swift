@@ -414,19 +414,40 @@ public final class CacheStore: Sendable {
     /// Runs `body` in one write transaction, mapping failures to `CacheError`.
     func write<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
         try ensureOpen(context)
-        do { return try pool.write(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
+        do {
+            guard let db = BoundConnection.database else { return try pool.write(body) }
+            var result: T?
+            try db.inTransaction {
+                result = try body(db)
+                return .commit
+            }
+            guard let result else { throw CacheError(.invalidInput, "cannot \(context): no result") }
+            return result
+        } catch {
+            throw CacheError.wrap(error, "cannot \(context)")
+        }
     }
 
     /// Runs `body` on the writer connection outside a transaction.
     func writeWithoutTransaction<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
         try ensureOpen(context)
-        do { return try pool.writeWithoutTransaction(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
+        do {
+            if let db = BoundConnection.database { return try body(db) }
+            return try pool.writeWithoutTransaction(body)
+        } catch {
+            throw CacheError.wrap(error, "cannot \(context)")
+        }
     }
 
     /// Runs `body` on a reader connection (a consistent snapshot).
     func read<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
         try ensureOpen(context)
-        do { return try pool.read(body) } catch { throw CacheError.wrap(error, "cannot \(context)") }
+        do {
+            if let db = BoundConnection.database { return try body(db) }
+            return try pool.read(body)
+        } catch {
+            throw CacheError.wrap(error, "cannot \(context)")
+        }
     }
 }
 

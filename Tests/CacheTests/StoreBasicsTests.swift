@@ -128,3 +128,37 @@ struct StoreBasicsTests {
         }
     }
 }
+
+/// `run` and `runReading` go through GRDB's async API: store calls inside them share the access's connection,
+/// each keeps its own transaction, a read-only access refuses writes, and a cancelled caller's write still lands.
+@Suite("CacheStore async access")
+struct StoreAsyncAccessTests {
+    @Test func callsInsideOneAccessShareItsConnection() async throws {
+        try await withStore { store, _ in
+            let commitsBefore = store.committedTransactions
+            let (first, second, read) = try await store.run { store in
+                (try store.vendorValue("k", vendorID: "v", storingIfAbsent: "a"),
+                 try store.vendorValue("k", vendorID: "v", storingIfAbsent: "b"),
+                 try store.storedValue("k", vendorID: "v"))
+            }
+            #expect(first == "a" && second == "a" && read == "a")
+            #expect(store.committedTransactions - commitsBefore == 2, "each store call inside keeps its own transaction")
+            #expect(try await store.runReading { try $0.storedValue("k", vendorID: "v") } == "a")
+            await #expect(throws: CacheError.self, "a reader connection cannot write") {
+                try await store.runReading { try $0.storeValue("x", key: "k", vendorID: "v") }
+            }
+            #expect(try store.storedValue("k", vendorID: "v") == "a")
+        }
+    }
+
+    @Test func aCancelledCallerStillCompletesItsWrite() async throws {
+        try await withStore { store, _ in
+            let task = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                try await store.run { try $0.storeValue("written", key: "k", vendorID: "v") }
+            }
+            try await task.value
+            #expect(try store.storedValue("k", vendorID: "v") == "written")
+        }
+    }
+}

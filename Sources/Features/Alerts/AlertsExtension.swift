@@ -131,7 +131,7 @@ package final class AlertsExtension: GatewayExtension {
             let raw = id.rawValue
             let points: [HistoryPoint]
             do {
-                points = try await store.run { try $0.history(deviceID: raw, key: key, from: from, to: to, resolution: .hourly) }
+                points = try await store.runReading { try $0.history(deviceID: raw, key: key, from: from, to: to, resolution: .hourly) }
             } catch {
                 hub.logger.error("cannot read the hourly history of \(raw).\(key): \(error)")
                 continue

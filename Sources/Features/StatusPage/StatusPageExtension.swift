@@ -173,7 +173,7 @@ package final class StatusPageExtension: GatewayExtension {
         let step = Self.energyStep
         let buckets = Int(((end - start) / step).rounded(.up))
         do {
-            let sums = try await store.run { db -> [String: [Double?]] in
+            let sums = try await store.runReading { db -> [String: [Double?]] in
                 var sums: [String: [Double?]] = [:]
                 for query in queries {
                     let points = try db.history(deviceID: query.device, key: query.key, from: start, to: end, resolution: .raw)

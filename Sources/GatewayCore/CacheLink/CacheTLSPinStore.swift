@@ -2,16 +2,16 @@ import Cache
 import VendorKit
 
 /// Trust-on-first-use pins in the SQLite cache (`tls_pin`, by `host:port`), so they survive restarts.
-/// SQLite work runs on a Dispatch thread (`CacheStore.run`), not on the cooperative pool.
+/// SQLite work runs through GRDB's async API (`CacheStore.run`), not on the cooperative pool.
 package struct CacheTLSPinStore: TLSPinStore {
     package let store: CacheStore
 
     package func pin(for hostPort: String) async throws -> String? {
-        try await store.run { try $0.pin(for: hostPort) }
+        try await store.runReading { try $0.pin(for: hostPort) }
     }
 
     package func savePinIfAbsent(_ pin: String, for hostPort: String) async throws -> String {
-        // Read and write in one Dispatch job: a pin already stored (by an earlier run) is kept, never replaced.
+        // Read and write on the writer in one access: a pin already stored (by an earlier run) is kept, never replaced.
         try await store.run { store in
             if let existing = try store.pin(for: hostPort) { return existing }
             try store.savePin(hostPort: hostPort, spki: pin)

@@ -1,7 +1,7 @@
 import Cache
 import VendorKit
 
-/// Vendors' small lasting values in the SQLite cache (`vendor_value`), read and written on a Dispatch thread.
+/// Vendors' small lasting values in the SQLite cache (`vendor_value`), read and written through GRDB's async API (`CacheStore.run`).
 package struct CacheVendorValueStore: VendorValueStore {
     package let store: CacheStore
 
@@ -10,7 +10,7 @@ package struct CacheVendorValueStore: VendorValueStore {
     }
 
     package func storedValue(_ key: String, vendorID: String) async throws -> String? {
-        try await store.run { try $0.storedValue(key, vendorID: vendorID) }
+        try await store.runReading { try $0.storedValue(key, vendorID: vendorID) }
     }
 
     package func store(_ value: String, key: String, vendorID: String) async throws {

@@ -95,8 +95,9 @@ extension GatewayHub {
     }
 
     /// Turns validated changes into a command with its deadline (`/set` and `batch` items alike).
-    package func makeCommand(for device: Device, changes: [String: StateValue]) -> DeviceCommand {
-        let issued = now()
+    /// `receivedAt`: when the command reached the gateway, if it waited before this (its TTL counts from then).
+    package func makeCommand(for device: Device, changes: [String: StateValue], receivedAt: Date? = nil) -> DeviceCommand {
+        let issued = receivedAt ?? now()
         return DeviceCommand(
             id: UUID().uuidString.lowercased(), device: device.id, vendorID: device.vendorID, vendorDeviceID: device.vendorDeviceID,
             changes: changes, issuedAt: issued, expiresAt: issued.addingTimeInterval(config.commands.ttl(for: device.type))

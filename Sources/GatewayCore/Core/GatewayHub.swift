@@ -128,6 +128,11 @@ package final class GatewayHub {
         }
     }
 
+    /// The configured vendor whose device ids `rawID` has the form of (`<vendor slug>_…`; the longest such slug).
+    package func configuredVendor(owning rawID: String) -> String? {
+        config.vendors.map(\.id).filter { rawID.hasPrefix(Slug.make($0) + "_") }.max { $0.count < $1.count }
+    }
+
     /// One poll interval (60 s for a push vendor), between 5 s and 5 minutes.
     package static func availabilityGrace(_ pollInterval: Double?) -> Duration {
         .milliseconds(Int((min(300, max(5, pollInterval ?? 60)) * 1000).rounded()))

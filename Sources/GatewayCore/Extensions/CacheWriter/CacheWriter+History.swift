@@ -43,7 +43,7 @@ extension CacheWriter {
         let limit = 10_000
         hub.tasks.spawn {
             do {
-                let points = try await store.run {
+                let points = try await store.runReading {
                     try $0.history(deviceID: id.rawValue, key: key, from: start.timeIntervalSince1970, to: end.timeIntervalSince1970, resolution: resolution)
                 }
                 guard points.count <= limit else {

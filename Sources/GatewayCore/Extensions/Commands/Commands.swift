@@ -32,6 +32,10 @@ package final class Commands: GatewayExtension {
     private var idle: ReadyGate?
     /// The outbox's one writer (nil without a cache).
     package private(set) var outbox: OutboxWriter?
+    /// `/set` and `/get` for devices whose vendor has not listed its devices yet (see `+EarlyCommands`).
+    package var awaitingInventory: [EarlyCommand] = []
+    /// Vendors whose first inventory was awaited past its grace: their unknown devices fail at once.
+    package var inventoryWaitOver: Set<String> = []
 
     package struct CommandJob: Sendable {
         package var command: DeviceCommand
@@ -110,6 +114,7 @@ package final class Commands: GatewayExtension {
         if case .vendorHealthChanged(let health, let previous) = event, let previous, health.state.rank < previous.state.rank {
             vendorRecovered(health.vendorID)
         }
+        if case .inventoryApplied(let vendorID, _) = event { releaseEarlyCommands(of: vendorID) }
     }
 
     package func report(into report: inout BridgeReport) {
@@ -215,7 +220,8 @@ package final class Commands: GatewayExtension {
 
     // MARK: - /set
 
-    package func handleSet(_ message: InboundMessage, rawID: String, key: String?) {
+    /// `receivedAt`: the arrival of a command that waited for its vendor's inventory (its TTL runs from then).
+    package func handleSet(_ message: InboundMessage, rawID: String, key: String?, receivedAt: Date? = nil) {
         let reply = Reply(responseTopic: message.responseTopic, correlationData: message.correlationData)
         let context: JSON = ["topic": .string(message.topic)]
         if let refusal = hub.refusal(of: message) {
@@ -224,13 +230,14 @@ package final class Commands: GatewayExtension {
             return fail(refusal, device: device, context: context, reply: reply)
         }
         guard let id = DeviceID(validating: rawID), let device = hub.devices[id] else {
+            if holdUntilInventory(message, route: .set(device: rawID, key: key)) { return }
             return fail(.unknownDevice(rawID), device: nil, context: context, reply: reply)
         }
         switch CommandParser.parse(payload: message.payload, key: key, device: device, current: hub.states[id] ?? DeviceState()) {
         case .failure(let error):
             fail(error, device: id, context: context, reply: reply)
         case .success(let changes):
-            enqueue(CommandJob(command: hub.makeCommand(for: device, changes: changes), reply: reply))
+            enqueue(CommandJob(command: hub.makeCommand(for: device, changes: changes, receivedAt: receivedAt), reply: reply))
         }
     }
 
@@ -239,6 +246,7 @@ package final class Commands: GatewayExtension {
     package func handleGet(_ message: InboundMessage, rawID: String) {
         let reply = Reply(responseTopic: message.responseTopic, correlationData: message.correlationData)
         guard let id = DeviceID(validating: rawID), hub.devices[id] != nil else {
+            if holdUntilInventory(message, route: .get(device: rawID)) { return }
             return fail(.unknownDevice(rawID), device: nil, context: ["topic": .string(message.topic)], reply: reply)
         }
         refresh(id, reply: reply)

@@ -170,7 +170,7 @@ package final class RetainedSweep: GatewayExtension {
                 orphanCandidates[id] = nil
                 continue
             }
-            let owner = hub.config.vendors.map(\.id).filter { id.rawValue.hasPrefix(Slug.make($0) + "_") }.max { $0.count < $1.count }
+            let owner = hub.configuredVendor(owning: id.rawValue)
             if let owner, !hub.inventoriedVendors.contains(owner) { continue }
             var clear = foundTopics
             clear.insert(hub.topics.device(id))
