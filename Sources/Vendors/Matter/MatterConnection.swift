@@ -1,5 +1,6 @@
 import Foundation
 import GatewayModel
+import Resilience
 import Synchronization
 import WSClient
 
@@ -48,14 +49,18 @@ final class MatterConnection: Sendable {
     private let counter = Atomic<UInt64>(0)
     private let prefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
 
-    init(outbound: WebSocketOutboundWriter) {
+    /// Request and server-info timeouts run on the vendor's clock.
+    private let time: TimeSource
+
+    init(outbound: WebSocketOutboundWriter, time: TimeSource) {
         self.outbound = outbound
+        self.time = time
     }
 
     /// The server's info, sent first on every connection.
     func serverInfo(timeout: Duration) async throws -> MatterServerInfo {
-        let timer = Task {
-            try await Task.sleep(for: timeout)
+        let timer = Task { [time] in
+            try await time.sleep(for: timeout)
             self.info.fill(.failure(GatewayError(.vendorTimeout, message: "The Matter server sent no server_info within \(Int(timeout.inSeconds)) s.")))
         }
         defer { timer.cancel() }
@@ -82,8 +87,8 @@ final class MatterConnection: Sendable {
         } catch {
             fail(id, GatewayError(.vendorUnreachable, message: "The Matter server connection failed while sending \(command): \(error)"))
         }
-        let timer = Task {
-            try await Task.sleep(for: timeout)
+        let timer = Task { [time] in
+            try await time.sleep(for: timeout)
             var late = GatewayError(.vendorTimeout, message: "The Matter server did not answer \(command) within \(Int(timeout.inSeconds)) s.")
             late.outcomeUnknown = true
             self.fail(id, late)

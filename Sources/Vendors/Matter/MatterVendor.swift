@@ -25,6 +25,10 @@ public final class MatterVendor: Vendor {
     private let context: VendorContext
     private let stream: ReconnectingStream
     private let known = Mutex(Known())
+    /// Fired on every report from a node (see `confirm`).
+    private let reports = ReportSignal()
+    /// The vendor's clock, as elapsed time: request timeouts and confirmation windows.
+    private let time: TimeSource
 
     private struct Known {
         var nodes: [UInt64: MatterNode] = [:]
@@ -38,6 +42,7 @@ public final class MatterVendor: Vendor {
         self.options = options
         self.sink = sink
         self.context = context
+        time = TimeSource(context.clock)
         stream = ReconnectingStream(vendorID: instanceID, sink: sink, clock: context.clock, now: context.now, policy: options.reconnect)
     }
 
@@ -60,7 +65,7 @@ public final class MatterVendor: Vendor {
         let ending = SessionEnd()
         do {
             try await WebSocketClient.connect(url: url, configuration: settings, logger: quiet) { inbound, outbound, _ in
-                let connection = MatterConnection(outbound: outbound)
+                let connection = MatterConnection(outbound: outbound, time: self.time)
                 // Two tasks: the reader, and the start (server_info, start_listening). Either one ending the
                 // session cancels the other; the handler then returns and the socket closes.
                 await withTaskGroup(of: Bool.self) { group in
@@ -197,6 +202,7 @@ public final class MatterVendor: Vendor {
     }
 
     func handle(event: String, data: MatterValue) -> GatewayError? {
+        defer { reports.fire() }
         switch event {
         case "node_added", "node_updated":
             if let node = MatterNode(data) { update(node) }
@@ -354,8 +360,8 @@ public final class MatterVendor: Vendor {
     /// expiry); the confirmed state is what the node reports.
     private func confirm(_ targets: [MatterCommands.FanTarget], nodeID: UInt64, device: DeviceID, expiresAt: Date) async throws -> CommandOutcome {
         let window = min(Self.fanConfirmWindow.inSeconds, max(0, expiresAt.timeIntervalSince(context.now())))
-        // Real time: the reports arrive from the server's socket, not on the vendor's (possibly simulated) clock.
-        let deadline = ContinuousClock.now + .clampedSeconds(window)
+        let deadline = time.now() + .clampedSeconds(window)
+        let sleep: TimeSourceSleep = { [time] in try await time.sleep(for: $0) }
         while true {
             let current = known.withLock { known in
                 known.nodes[nodeID].map { node in (node, MatterMapping.plans(for: node, vendorID: instanceID).first { $0.device.id == device }) }
@@ -364,7 +370,8 @@ public final class MatterVendor: Vendor {
                 let keys = Set(targets.map(\.key))
                 return CommandOutcome(confirmed: (plan?.state ?? [:]).filter { keys.contains($0.key) })
             }
-            guard ContinuousClock.now < deadline else {
+            let left = deadline - time.now()
+            guard left > .zero else {
                 let reported = current.flatMap { $0.1?.state }.map { state in
                     targets.map { "\($0.key) \(state[$0.key]?.description ?? "nothing")" }.joined(separator: ", ")
                 } ?? "nothing"
@@ -372,7 +379,9 @@ public final class MatterVendor: Vendor {
                                    suggestion: "Check the fan itself (its own controls, power, a child lock); the gateway shows what it reports.",
                                    retryable: false, countsAgainstVendor: false)
             }
-            try await Task.sleep(for: .milliseconds(50))
+            // Until the node's next report (or the window's end), then look again.
+            await reports.next(within: left, on: sleep)
+            try Task.checkCancellation()
         }
     }
 

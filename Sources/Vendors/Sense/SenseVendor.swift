@@ -114,7 +114,8 @@ public final class SenseVendor: Vendor {
         announceMonitor(monitor)
         let query = "access_token=\(FormEncoding.escape(token))&client_type=web&ui_language=en-US&device_id=\(senseDeviceID)"
         let url = "\(options.realtimeURL)/monitors/\(monitor.id)/realtimefeed?\(query)"
-        let watch = FeedWatch()
+        let time = TimeSource(context.clock)
+        let watch = FeedWatch(start: time.now())
         var settings = WebSocketClientConfiguration()
         settings.maxFrameSize = 1 << 20
         // A feed that ends (a refused token, a drop) should not hold the reconnect for the default 15 s close handshake.
@@ -129,7 +130,7 @@ public final class SenseVendor: Vendor {
                 do {
                     try await WebSocketClient.connect(url: url, configuration: configuration, logger: logger) { inbound, _, _ in
                         for try await message in inbound.messages(maxSize: 1 << 20) {
-                            watch.lastFrame.withLock { $0 = .now }
+                            watch.lastFrame.withLock { $0 = time.now() }
                             guard case .text(let text) = message else { continue }
                             if let error = self.handle(frame: text, monitor: monitor, connected: connected) {
                                 watch.failure.withLock { $0 = error }
@@ -144,11 +145,13 @@ public final class SenseVendor: Vendor {
                 }
                 return false
             }
-            // The watchdog: a feed with no frame for `feed_timeout` is dead, whatever the socket says.
+            // The watchdog: a feed with no frame for `feed_timeout` is dead, whatever the socket says. It sleeps on
+            // the vendor's clock until the last frame would be that old, then looks again.
             group.addTask {
                 while true {
-                    try await Task.sleep(for: .seconds(1))
-                    if ContinuousClock.now - watch.lastFrame.withLock({ $0 }) > timeout { return true }
+                    let quiet = time.now() - watch.lastFrame.withLock({ $0 })
+                    if quiet >= timeout { return true }
+                    try await time.sleep(for: timeout - quiet)
                 }
             }
             let first = try await group.next() ?? false
@@ -169,8 +172,11 @@ public final class SenseVendor: Vendor {
 
     /// What one feed connection saw: when its last frame came, and the error it ended with.
     final class FeedWatch: Sendable {
-        let lastFrame = Mutex(ContinuousClock.now)
+        /// On the vendor clock's `TimeSource`.
+        let lastFrame: Mutex<Duration>
         let failure = Mutex<GatewayError?>(nil)
+
+        init(start: Duration) { lastFrame = Mutex(start) }
     }
 
     private func announceMonitor(_ monitor: WireHello.Monitor) {
