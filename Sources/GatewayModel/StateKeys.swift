@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The registry of normalized state keys. Each key has exactly one unit; vendors convert
 /// into it, and the topic contract (`mqtt-topics.md`) documents the same table.
 public struct KeySpec: Sendable, Hashable {
@@ -167,7 +169,6 @@ public enum StateKeys {
 
     // Status
     public static let battery = KeySpec("battery", label: "Battery", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
-    public static let consciousnessStatus = KeySpec("consciousness_status", label: "Consciousness", kind: .text)
     /// The vendor's own time of the reading (ISO 8601), where it gives one apart from the gateway's `last_seen`.
     public static let reportedAt = KeySpec("reported_at", label: "Reported at", kind: .text)
     public static let awarenessLevel = KeySpec("awareness_level", label: "Awareness", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
@@ -191,7 +192,7 @@ public enum StateKeys {
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
         waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, chargingCurrent, chargingState, supplyState, operationMode,
-        voltage, current, frequency, battery, consciousnessStatus, reportedAt, awarenessLevel, emotion, arousal, valence,
+        voltage, current, frequency, battery, reportedAt, awarenessLevel, emotion, arousal, valence,
         recording, motionDetection, nightVision, volume, playing, track, autoLock, wifiSignal,
     ] + phases
 
@@ -220,8 +221,8 @@ public enum StateKeys {
     /// The spec of a key; also of `<key>_<n>`, the same key on a device's further endpoint (a Matter plug with two
     /// outlets reports `state` and `state_2`): the same unit and kind, labelled "… 2".
     public static func spec(_ name: String) -> KeySpec? {
-        if let spec = byName[name] { return spec }
-        guard let (base, endpoint) = endpointKey(name), let spec = byName[base] else { return nil }
+        if let spec = byName[name] ?? vendorKeys.withLock({ $0[name] }) { return spec }
+        guard let (base, endpoint) = endpointKey(name), let spec = byName[base] ?? vendorKeys.withLock({ $0[base] }) else { return nil }
         return KeySpec(name, label: "\(spec.label) \(endpoint)", unit: spec.unit, kind: spec.kind, writable: spec.writable,
                        commands: spec.commands, series: spec.series, category: spec.category)
     }
@@ -231,9 +232,26 @@ public enum StateKeys {
         guard let underscore = name.lastIndex(of: "_"), let number = Int(name[name.index(after: underscore)...]), (1...65534).contains(number),
               !name[name.index(after: underscore)...].hasPrefix("0") else { return nil }
         let base = String(name[..<underscore])
-        return byName[base] != nil ? (base, number) : nil
+        return byName[base] != nil || vendorKeys.withLock({ $0[base] }) != nil ? (base, number) : nil
     }
 
     /// Keys the gateway adds to every snapshot itself; not settable, not in the registry of readings.
     public static let reserved: Set<String> = ["last_seen", "stale"]
+}
+
+/// Keys only one vendor reports (the consciousness backend's `consciousness_status`), declared by its factory
+/// (`VendorFactory.stateKeys`) and registered when the gateway lists its vendors or a vendor is made, before any
+/// device of that vendor exists. The model's own keys cannot be replaced.
+private let vendorKeys = Mutex<[String: KeySpec]>([:])
+
+extension StateKeys {
+    /// Adds vendor-declared keys; a key the model already has, or one registered before, stays as it was.
+    public static func register(_ specs: [KeySpec]) {
+        vendorKeys.withLock { keys in
+            for spec in specs where byName[spec.name] == nil && keys[spec.name] == nil { keys[spec.name] = spec }
+        }
+    }
+
+    /// The vendor-declared keys registered so far, by name.
+    public static var registered: [KeySpec] { vendorKeys.withLock { $0.values.sorted { $0.name < $1.name } } }
 }

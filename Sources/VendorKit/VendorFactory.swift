@@ -27,9 +27,14 @@ public protocol VendorFactory: SendableMetatype {
 
     /// Builds the vendor for a parsed entry. Runs before anything starts, so a throw stops the start.
     static func make(_ settings: VendorSettings, options: Options, sink: VendorEventSink, context: VendorContext) throws -> any Vendor
+
+    /// State keys only this vendor reports, beyond the model's (`StateKeys`); registered by the gateway at start.
+    static var stateKeys: [KeySpec] { get }
 }
 
 extension VendorFactory {
+    public static var stateKeys: [KeySpec] { [] }
+
     /// True when entries have a `url` and a `tls` policy.
     public static var isNetworkVendor: Bool { network != nil }
 }

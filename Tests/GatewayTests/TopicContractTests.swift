@@ -2,6 +2,7 @@ import Foundation
 @testable import GatewayCore
 @testable import LBSGatewayApp
 import GatewayModel
+import VendorKit
 import Testing
 
 /// Keeps `mqtt-topics.md` true: every topic the code uses and every state key with its unit is there.
@@ -18,13 +19,25 @@ import Testing
 
     @Test func everyStateKeyIsDocumentedWithItsUnit() throws {
         let doc = try Self.contract()
-        for spec in StateKeys.all {
+        let vendorKeys = GatewayApp.vendors.factories.flatMap { $0.stateKeys }
+        #expect(vendorKeys.map(\.name).contains("consciousness_status"))
+        for spec in StateKeys.all + vendorKeys {
             let row = doc.split(separator: "\n").first { $0.hasPrefix("| `\(spec.name)` |") }
             let line = try #require(row, "key \(spec.name) is not in mqtt-topics.md")
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
             #expect(cells.count >= 4 && cells[2] == (spec.unit ?? "—"), "unit of \(spec.name): doc says \(cells.count > 2 ? cells[2] : "?")")
             #expect(cells.count >= 5 && cells[4].hasPrefix(spec.writable ? "yes" : "no"), "settable flag of \(spec.name)")
         }
+    }
+
+    /// A vendor's own keys reach the model through the catalog; they can never replace one of the model's.
+    @Test func vendorDeclaredKeysAreRegisteredAndCannotReplaceTheModels() throws {
+        _ = GatewayApp.vendors
+        #expect(StateKeys.spec("consciousness_status")?.kind == .text)
+        #expect(StateKeys.spec("consciousness_status_2")?.label == "Consciousness 2", "on a further endpoint too")
+        StateKeys.register([KeySpec("power", label: "Not power", unit: "kW", kind: .text)])
+        #expect(StateKeys.spec("power")?.unit == "W" && StateKeys.spec("power")?.label == "Power")
+        #expect(!StateKeys.all.contains { $0.name == "consciousness_status" }, "the model names no vendor")
     }
 
     @Test func everyTopicTemplateIsDocumented() throws {

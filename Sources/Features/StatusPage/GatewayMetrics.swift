@@ -70,6 +70,7 @@ package final class GatewayMetrics: Sendable {
         package var droppedEvents: Int
         package var databaseBytes: Int?
         package var cacheRowsWaiting: Int?
+        package var commandsExecuted = 0
     }
 
     /// Counters only grow: each scrape adds what the core counted since the last one.

@@ -59,9 +59,10 @@ package final class MetricsExtension: GatewayExtension {
             bytes = ["", "-wal"].compactMap { suffix in (try? FileManager.default.attributesOfItem(atPath: path + suffix))?[.size] as? Int }.reduce(0, +)
         }
         return GatewayMetrics.Snapshot(
-            messagesIn: hub.counters.inboundMessages, statesPublished: hub.counters.statesPublished, devices: hub.devices.count,
+            messagesIn: hub.counters.inboundMessages, statesPublished: report.counters["states_published"] ?? 0, devices: hub.devices.count,
             online: hub.availability.values.filter { $0 }.count, commandsWaiting: number(report.queues["commands_waiting"]) ?? 0,
-            droppedEvents: hub.eventInbox?.droppedCount ?? 0, databaseBytes: bytes, cacheRowsWaiting: number(report.queues["cache_rows_waiting"])
+            droppedEvents: hub.eventInbox?.droppedCount ?? 0, databaseBytes: bytes, cacheRowsWaiting: number(report.queues["cache_rows_waiting"]),
+            commandsExecuted: report.counters["commands_executed"] ?? 0
         )
     }
 
@@ -75,7 +76,7 @@ package final class MetricsExtension: GatewayExtension {
             "time": .string(ISOTime.format(hub.now())),
             "messages_in": .number(Double(snapshot.messagesIn)), "states_published": .number(Double(snapshot.statesPublished)),
             "devices": .number(Double(snapshot.devices)), "devices_online": .number(Double(snapshot.online)),
-            "commands_executed": .number(Double(hub.counters.commandsExecuted)), "commands_failed": .number(Double(hub.counters.commandsFailed)),
+            "commands_executed": .number(Double(snapshot.commandsExecuted)), "commands_failed": .number(Double(hub.counters.commandsFailed)),
             "commands_waiting": .number(Double(snapshot.commandsWaiting)), "dropped_events": .number(Double(snapshot.droppedEvents)),
             "rss_bytes": .number(Double(GatewayMetrics.residentBytes())),
             "vendors_down": .array(hub.vendorHealth.values.filter { $0.state == .down }.map(\.vendorID).sorted().map(JSON.string)),

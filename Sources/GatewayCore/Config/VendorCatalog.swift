@@ -7,8 +7,10 @@ import VendorKit
 public struct VendorCatalog: Sendable {
     public let factories: [any VendorFactory.Type]
 
+    /// Registers the vendors' own state keys (`VendorFactory.stateKeys`) with the model.
     public init(factories: [any VendorFactory.Type]) {
         self.factories = factories
+        StateKeys.register(factories.flatMap { $0.stateKeys })
     }
 
     /// Every `type:` a `vendors:` entry may have, in registry order.

@@ -37,6 +37,8 @@ package struct BridgeReport {
     package var storage: JSON = ["state": "none"]
     package var dropped: [String: JSON] = [:]
     package var queues: [String: JSON] = [:]
+    /// Running totals an extension owns (`commands_executed`, `states_published`), for `bridge/health` and metrics.
+    package var counters: [String: Int] = [:]
 
     package init() {}
 }

@@ -60,13 +60,10 @@ package final class GatewayHub {
         package var hasCounters: Bool
     }
 
+    /// What the hub itself counts; extensions report their own totals through `BridgeReport.counters`.
     package struct Counters {
-        package var commandsExecuted = 0
         package var commandsFailed = 0
-        package var statesPublished = 0
         package var inboundMessages = 0
-        /// Commands refused before they were queued (`queue_full`, `storage_unavailable`).
-        package var commandsRefused = 0
         package var refusedResponses = 0
         /// Counter readings held back because they were lower than the last published (see `guardCounters`).
         package var counterDipsHeld = 0

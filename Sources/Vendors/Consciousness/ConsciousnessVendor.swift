@@ -47,6 +47,8 @@ public final class ConsciousnessVendor: Vendor {
         now: @escaping @Sendable () -> Date = { Date() }, pinStore: (any TLSPinStore)? = nil,
         logger: Logger = Logger(label: "lbs-gateway.vendor")
     ) {
+        // Before any device of this vendor exists, whoever made it (a test, the catalog).
+        StateKeys.register(ConsciousnessVendorFactory.stateKeys)
         self.instanceID = instanceID
         self.options = options
         self.sink = sink

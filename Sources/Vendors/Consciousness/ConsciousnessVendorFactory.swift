@@ -7,6 +7,9 @@ public enum ConsciousnessVendorFactory: VendorFactory {
     public static let typeName = "consciousness"
 
     public static let network: NetworkOptions.Defaults? = defaults
+
+    /// The backend's own word for the house's state (`GET /consciousness/status`).
+    public static let stateKeys = [KeySpec("consciousness_status", label: "Consciousness", kind: .text)]
     static let defaults = NetworkOptions.Defaults(urlExample: "http://localhost:8000", pollInterval: 30)
 
     public static func parse(_ settings: VendorSettings, reader: inout ConfigReader, environment: [String: String]) -> ConsciousnessOptions? {

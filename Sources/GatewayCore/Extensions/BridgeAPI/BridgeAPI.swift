@@ -237,9 +237,9 @@ package final class BridgeAPI: GatewayExtension {
         return [
             "uptime_s": .number(hub.now().timeIntervalSince(hub.context.startedAt).rounded()),
             "devices": ["total": .number(Double(hub.devices.count)), "online": .number(Double(online))],
-            "commands": ["executed": .number(Double(counters.commandsExecuted)), "failed": .number(Double(counters.commandsFailed)),
-                         "refused": .number(Double(counters.commandsRefused))],
-            "messages": ["inbound": .number(Double(counters.inboundMessages)), "states_published": .number(Double(counters.statesPublished)),
+            "commands": ["executed": .number(Double(report.counters["commands_executed"] ?? 0)), "failed": .number(Double(counters.commandsFailed)),
+                         "refused": .number(Double(report.counters["commands_refused"] ?? 0))],
+            "messages": ["inbound": .number(Double(counters.inboundMessages)), "states_published": .number(Double(report.counters["states_published"] ?? 0)),
                          "counter_dips_held": .number(Double(counters.counterDipsHeld))],
             "dropped": .object(report.dropped),
             "queues": .object(report.queues),

@@ -31,7 +31,7 @@ extension Commands {
             let id = job.command.device
             var lane = lanes[id] ?? CommandLane()
             guard lane.jobs.count < hub.config.commands.maxQueuedPerDevice else {
-                hub.counters.commandsRefused += 1
+                refusedCount += 1
                 refuse(job, .queueFull(device: id.rawValue, limit: hub.config.commands.maxQueuedPerDevice))
                 continue
             }
@@ -120,7 +120,7 @@ extension Commands {
                 guard let index = lanes[id]?.jobs.firstIndex(where: { $0.command.id == job.command.id }) else { continue }
                 if let failure, hub.config.commands.whenStorageFails == .refuse {
                     lanes[id]?.jobs.remove(at: index)
-                    hub.counters.commandsRefused += 1
+                    refusedCount += 1
                     refuse(job, failure)
                 } else {
                     lanes[id]?.jobs[index].ready = true

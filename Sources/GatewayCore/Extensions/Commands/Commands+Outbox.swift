@@ -161,7 +161,7 @@ extension Commands {
     package func settleSucceeded(_ job: CommandJob, _ outcome: CommandOutcome) async {
         let command = job.command
         let id = command.id
-        hub.counters.commandsExecuted += 1
+        executedCount += 1
         hub.emit(.commandFinished(vendorID: command.vendorID, result: "ok", duration: .clampedSeconds(hub.now().timeIntervalSince(command.issuedAt))))
         hub.applyConfirmed(outcome.confirmed, to: command.device)
         respond(job.reply, status: "ok", data: ["id": .string(id), "device": .string(command.device.rawValue)], error: nil)

@@ -34,6 +34,9 @@ package final class Commands: GatewayExtension {
     package private(set) var outbox: OutboxWriter?
     /// `/set` and `/get` for devices whose vendor has not listed its devices yet (see `+EarlyCommands`).
     package var awaitingInventory: [EarlyCommand] = []
+    /// Commands carried out, and refused before they were queued (`queue_full`, `storage_unavailable`).
+    package var executedCount = 0
+    package var refusedCount = 0
     /// Vendors whose first inventory was awaited past its grace: their unknown devices fail at once.
     package var inventoryWaitOver: Set<String> = []
 
@@ -125,6 +128,8 @@ package final class Commands: GatewayExtension {
         report.queues["max_per_device"] = .number(Double(hub.config.commands.maxQueuedPerDevice))
         report.queues["deepest"] = .object(Dictionary(uniqueKeysWithValues: deepest.map { ($0.key.rawValue, JSON.number(Double($0.value))) }))
         report.queues["refreshes_waiting"] = .number(Double(refreshes.values.reduce(0) { $0 + $1.waiters.count }))
+        report.counters["commands_executed"] = executedCount
+        report.counters["commands_refused"] = refusedCount
     }
 
     /// Runs a vendor call, counted, so shutdown can let it finish (see `drain`).

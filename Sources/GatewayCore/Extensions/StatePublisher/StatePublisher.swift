@@ -24,6 +24,8 @@ package final class StatePublisher: GatewayExtension {
     private var drainScheduled = false
     /// States held back since start (each a state superseded by a newer one before it went out, or delayed).
     package private(set) var coalescedStates = 0
+    /// Device states published (for `bridge/health` and metrics).
+    package private(set) var statesPublished = 0
     /// Per device, how many keys its last published state had; absent when its next state follows a fresh
     /// announcement (discovery, availability, `bridge/devices`) and must go at QoS 1. A key's first value
     /// brings its discovery again, so a state with more keys counts as following one too.
@@ -145,6 +147,7 @@ package final class StatePublisher: GatewayExtension {
     package func report(into report: inout BridgeReport) {
         report.queues["states_held_back"] = .number(Double(heldBack.count))
         report.dropped["coalesced_states"] = .number(Double(coalescedStates))
+        report.counters["states_published"] = statesPublished
     }
 
     private func holdBack(_ id: DeviceID) {
@@ -200,7 +203,7 @@ package final class StatePublisher: GatewayExtension {
         keysPublished[id] = state.values.count
         hub.transport.publish(info.topic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
                               qos: qos, retain: hub.config.mqtt.retainState)
-        hub.counters.statesPublished += 1
+        statesPublished += 1
     }
 
     private func publishAvailability(_ id: DeviceID) {
