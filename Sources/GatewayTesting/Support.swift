@@ -30,6 +30,19 @@ public func waitUntil(_ what: @autoclosure () -> String, timeout: Duration = .se
     }
 }
 
+/// A negative check's window: lets `duration` of real time pass so that what must NOT happen (a second copy, a late
+/// vendor call, a flap) would have happened by then. Nothing marks "nothing happened"; every other wait in the tests
+/// awaits an event (`waitUntil`, a message) or moves a `ManualClock`.
+public func quietPeriod(_ duration: Duration) async throws {
+    try await Task.sleep(for: duration)
+}
+
+/// Keeps a scenario's condition for a span of real time: a broker or backend down for a while, commands paced
+/// while a process is killed among them. The span is the scenario, not a wait for something to happen.
+public func hold(for duration: Duration) async throws {
+    try await Task.sleep(for: duration)
+}
+
 /// A loopback TCP port that was free a moment ago; callers retry on a race.
 ///
 /// Chosen at random from 20000–32767, below the kernel's ephemeral range (32768–60999): servers

@@ -68,7 +68,7 @@ import Testing
                 nodeA.kill()
                 killedAt = .now
             }
-            try await Task.sleep(for: .milliseconds(100))
+            try await hold(for: .milliseconds(100))
         }
         let killed = try #require(killedAt)
         try await Self.waitFor("node b to take the lease") { Self.leaseHolder(watcher) == "b" }
@@ -76,7 +76,7 @@ import Testing
         try? await Self.waitFor("a reply to every command", timeout: .seconds(20)) {
             Set(watcher.received.filter { $0.topic.hasPrefix("replies/") }.map(\.topic)).count == total
         }
-        try await Task.sleep(for: .seconds(1))  // a duplicate, if any, would arrive now
+        try await quietPeriod(.seconds(1))  // a duplicate, if any, would arrive now
 
         // Exactly one reply per command: none lost, none run twice.
         var replies: [Int: [String]] = [:]
@@ -123,7 +123,7 @@ import Testing
         #expect(status == .exited(75), "the active stops when its lease is gone: \(nodeA.standardError().suffix(500))")
         #expect(nodeA.standardError().contains("lease lost: node z took the lease"))
         // z holds the lease: b keeps waiting; once it is cleared, b takes over.
-        try await Task.sleep(for: .seconds(1))
+        try await quietPeriod( .seconds(1))
         #expect(!nodeB.standardError().contains("starting the gateway"))
         try await watcher.publish("ha/bridge/lease", "", retain: true)
         try await Self.waitFor("node b to take the free lease") { Self.leaseHolder(watcher) == "b" }

@@ -114,7 +114,7 @@ import Testing
         try await waitUntil("overflow is reported", timeout: .seconds(10)) {
             client.messages(on: "lbs/bridge/event").filter { $0.text.contains("queue_full") }.count >= 10
         }
-        try await Task.sleep(for: .milliseconds(200))
+        try await quietPeriod( .milliseconds(200))
         let refused = client.messages(on: "lbs/bridge/event").filter { $0.text.contains("queue_full") }.count
         #expect(refused == 10, "\(refused) commands refused")
         await client.shutdown()

@@ -30,7 +30,7 @@ import Testing
         }
         try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)/availability", timeout: .seconds(10)) { $0.text.contains("offline") }
         // Down long enough for a probe to fail (5 s after the trip), so the wait has doubled once.
-        try await Task.sleep(for: .seconds(7))
+        try await hold(for: .seconds(7))
         _ = try await simulator.start()
         let back = ContinuousClock.now
         try await waitUntil("the kitchen light online again", timeout: .seconds(25)) {

@@ -65,7 +65,7 @@ import Testing
         let event = try await attacker.waitForMessage(topic: "lbs/bridge/event") { $0.text.contains("retained_command") }
         #expect(event.json?["type"] as? String == "command_failed")
         try await attacker.waitForMessage(topic: "lbs/device/demo_lock")
-        try await Task.sleep(for: .milliseconds(300))
+        try await quietPeriod( .milliseconds(300))
         #expect(attacker.messages(on: "lbs/device/demo_lock").allSatisfy { $0.json?["lock"] as? String == "LOCKED" })
         #expect(attacker.messages(on: "lbs/bridge/event").filter { $0.text.contains("retained_command") }.count == 2)
         await attacker.shutdown()
@@ -137,7 +137,7 @@ import Testing
         try await first.waitForMessage(topic: "lbs/bridge/state") { $0.text.contains("online") }
         await first.shutdown()
         await gateway.broker.kill()
-        try await Task.sleep(for: .milliseconds(700))
+        try await hold(for: .milliseconds(700))
         try await gateway.broker.restart()
         let back = ContinuousClock.now
         var retained: [String: MQTTMessage] = [:]
@@ -162,7 +162,6 @@ import Testing
         try await client.waitForMessage(topic: "lbs/bridge/state")
         try await client.subscribe("lbs/device/demo_air")
         try await client.subscribe("lbs/device/demo_air/availability")
-        try await Task.sleep(for: .milliseconds(100))
         let before = client.received.count
         try await client.publish("homeassistant/status", "online", qos: .atMostOnce)
         try await waitUntil("states re-published", timeout: .seconds(3)) {

@@ -78,7 +78,7 @@ import VendorKit
         await h.set("plug", #"{"state":"ON"}"#, reply: "replies/on")
         #expect(await h.reply("replies/on")?["status"] as? String == "ok")
         // Whatever the late OFF does, it happened before ON was sent: the device ends ON.
-        try await Task.sleep(for: .milliseconds(1200))
+        try await quietPeriod( .milliseconds(1200))
         #expect(h.vendor.values("plug")["state"] == .string("ON"))
         #expect(h.vendor.executed.map { $0.changes["state"] } == [.string("OFF"), .string("ON")])
     }

@@ -117,7 +117,7 @@ import Testing
         let on = try await client.waitForMessage(topic: "replies/on", timeout: .seconds(10))
         #expect(on.text.contains(#""status":"ok""#), "\(on.text)")
         // Several polls later the published states still say what was switched.
-        try await Task.sleep(for: .seconds(1))
+        try await quietPeriod( .seconds(1))
         #expect(client.messages(on: "lbs/device/house_lights-kitchen").last?.json?["state"] as? String == "OFF")
         #expect(client.messages(on: "lbs/device/house_camera-front-door").last?.json?["state"] as? String == "ON")
         await client.shutdown()

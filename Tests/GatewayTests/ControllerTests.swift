@@ -4,6 +4,7 @@ import Foundation
 import GatewayModel
 import Logging
 import TestTraits
+import GatewayTesting
 import Testing
 import VendorDemo
 import VendorKit
@@ -77,7 +78,7 @@ import VendorKit
         #expect(event.payload.contains("command_failed") && event.payload.contains("retained_command"))
         // The fix names the MQTT tool that clears the retained message.
         #expect(event.payload.contains("mosquitto_pub -r -n -t"))
-        try await Task.sleep(for: .milliseconds(50))
+        try await quietPeriod( .milliseconds(50))
         #expect(h.transport.last("lbs/device/demo_lock") == nil)
         #expect(await h.controller.state(of: DeviceID(vendorInstance: "demo", vendorDeviceID: "lock"))?["lock"] == .string("LOCKED"))
     }

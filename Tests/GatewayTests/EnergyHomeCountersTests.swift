@@ -77,8 +77,9 @@ import VendorSimulators
         _ = try await client.waitForMessage(topic: "lbs/energy/home", timeout: .seconds(20)) {
             Self.sources($0).contains("pw_site") && Self.sources($0).contains("demo_energy") && Self.imported($0) != nil
         }
-        // A few polls, so the totals have grown from both sources.
-        try await Task.sleep(for: .seconds(2))
+        // A few more totals, so they have grown from both sources.
+        let grown = client.messages(on: "lbs/energy/home").count + 3
+        try await waitUntil("a few more home totals", timeout: .seconds(20)) { client.messages(on: "lbs/energy/home").count >= grown }
         await first.stop()
         await powerwall.stop()
         let before = try #require(client.messages(on: "lbs/energy/home").compactMap(Self.imported).last)

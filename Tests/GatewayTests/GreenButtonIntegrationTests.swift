@@ -27,13 +27,16 @@ import Testing
         #expect(counter?["state_class"] as? String == "total_increasing" && counter?["device_class"] as? String == "energy")
 
         var points: [[String: Any]] = []
-        // The write-behind lands within a second or so.
-        for attempt in 0..<40 where points.count < 24 {
-            let request = #"{"device":"utility_1","key":"grid_import_energy","from":"2026-11-01T00:00:00Z","to":"2026-11-02T01:00:00Z","resolution":"hourly","transaction":"gb\#(attempt)"}"#
+        var attempt = 0
+        // Asked until the write-behind has landed (within a second or so).
+        try await waitUntil("24 hourly points", timeout: .seconds(20)) {
+            attempt += 1
+            let tag = attempt
+            let request = #"{"device":"utility_1","key":"grid_import_energy","from":"2026-11-01T00:00:00Z","to":"2026-11-02T01:00:00Z","resolution":"hourly","transaction":"gb\#(tag)"}"#
             try await client.publish("lbs/bridge/request/history", request)
-            let answer = try await client.waitForMessage(topic: "lbs/bridge/response/history", timeout: .seconds(5)) { $0.text.contains("\"gb\(attempt)\"") }
+            let answer = try await client.waitForMessage(topic: "lbs/bridge/response/history", timeout: .seconds(5)) { $0.text.contains("\"gb\(tag)\"") }
             points = ((answer.json?["data"] as? [String: Any])?["points"] as? [[String: Any]]) ?? []
-            if points.count < 24 { try await Task.sleep(for: .milliseconds(250)) }
+            return points.count >= 24
         }
         #expect(points.count == 24, "one hour per interval of the file")
         #expect(points.first?["time"] as? String == "2026-11-01T01:00:00.000Z")

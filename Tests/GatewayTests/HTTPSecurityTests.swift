@@ -136,7 +136,7 @@ import VendorKit
         #expect(result["rebind_unlock_status"] as? Int == 421, "\(line)")
         #expect(result["framed_page_rendered"] as? Bool == false, "\(line)")
         // Nothing reached the lock.
-        try await Task.sleep(for: .milliseconds(300))
+        try await quietPeriod( .milliseconds(300))
         #expect(Self.lockState(client) == "LOCKED")
         await client.shutdown()
     }
@@ -173,7 +173,7 @@ import VendorKit
         defer { attacker.kill() }
         try await waitUntil("attacker connected", timeout: .seconds(20)) { attacker.standardOutput().contains("connected") }
         print("HTTPSecurityTests: attacker \(attacker.standardOutput().trimmingCharacters(in: .whitespacesAndNewlines))")
-        try await Task.sleep(for: .seconds(1))
+        try await hold(for: .seconds(1))
         let during = Self.openDescriptors(gateway.pid)
         #expect(during <= baseline + HTTPListener.maxConnections + 8, "descriptors: \(baseline) before, \(during) under attack")
 

@@ -11,10 +11,18 @@ import Testing
         let gateway = try await GatewayHarness.start(vendors: "  - {type: demo, id: demo, poll_interval: 0.1}", storage: true)
         defer { Task { await gateway.stop() } }
         let client = try await gateway.observer("lbs/bridge/response/#")
-        // Readings are written in batches about once a second.
-        try await Task.sleep(for: .milliseconds(2500))
-        try await client.publish("lbs/bridge/request/history", #"{"device":"demo_plug","key":"power","transaction":"h1"}"#, qos: .atLeastOnce)
-        let raw = try await client.waitForMessage(topic: "lbs/bridge/response/history") { $0.text.contains("h1") }
+        // Readings are written in batches about once a second: asked until five are there.
+        var attempt = 0
+        var found: MQTTMessage?
+        try await waitUntil("five raw readings", timeout: .seconds(20)) {
+            attempt += 1
+            let tag = "h1-\(attempt)"
+            try await client.publish("lbs/bridge/request/history", #"{"device":"demo_plug","key":"power","transaction":"\#(tag)"}"#, qos: .atLeastOnce)
+            let answer = try await client.waitForMessage(topic: "lbs/bridge/response/history") { $0.text.contains("\"\(tag)\"") }
+            found = answer
+            return ((answer.json?["data"] as? [String: Any])?["points"] as? [[String: Any]])?.count ?? 0 >= 5
+        }
+        let raw = try #require(found)
         let data = try #require(raw.json?["data"] as? [String: Any])
         #expect(data["unit"] as? String == "W")
         let points = try #require(data["points"] as? [[String: Any]])

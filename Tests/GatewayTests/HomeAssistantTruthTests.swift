@@ -115,7 +115,7 @@ import VendorSimulators
         let third = try await GatewayHarness.start(broker: broker, vendors: "  - {type: demo, id: demo, poll_interval: 3600}")
         defer { Task { await third.stop() } }
         // After the retained sweep (3 s) nothing more is sent.
-        try await Task.sleep(for: .seconds(4))
+        try await quietPeriod( .seconds(4))
         let later = watcher.messages(on: Self.bridgeTopic).dropFirst(seen).filter { !$0.retain }
         #expect(!later.isEmpty)
         for message in later { #expect(try components(message).keys.filter { $0.hasPrefix("vendor_") } == ["vendor_demo"], "\(message.text)") }
@@ -137,7 +137,7 @@ import VendorSimulators
         defer { Task { await gateway.stop() } }
         try await watcher.waitForMessage(topic: "homeassistant/device/lbs_environment_living_room/config", timeout: .seconds(10)) { !$0.payload.isEmpty }
         // Past the retained sweep (3 s) and a few coalescing windows.
-        try await Task.sleep(for: .seconds(4))
+        try await quietPeriod( .seconds(4))
         let views = watcher.received.filter { $0.topic.contains("/lbs_environment_") || $0.topic.contains("/lbs_energy_home/") }
         let empty = views.filter(\.payload.isEmpty).map(\.topic)
         #expect(empty.isEmpty, "empty discovery for rooms never announced: \(empty)")
@@ -176,7 +176,7 @@ import VendorSimulators
         _ = try await client.waitForMessage(topic: "homeassistant/device/lbs_matter_1/config", timeout: .seconds(10)) { Self.components($0)?["stale"] != nil }
         let state = try await client.waitForMessage(topic: "lbs/device/matter_1", timeout: .seconds(10))
         #expect(state.json?["last_seen"] != nil, "\(state.text)")
-        try await Task.sleep(for: .seconds(1))
+        try await quietPeriod( .seconds(1))
         let discoveries = client.received.filter { $0.topic.hasPrefix("homeassistant/device/lbs_matter_") && !$0.payload.isEmpty }
         for message in discoveries where Self.components(message)?["stale"] != nil {
             let stateTopic = try #require(message.json?["state_topic"] as? String)
@@ -299,7 +299,7 @@ import VendorSimulators
         let second = try await GatewayHarness.start(broker: broker, directory: directory, vendors: vendors, storage: true)
         defer { Task { await second.stop() } }
         _ = try await watcher.waitForMessage(topic: topic, timeout: .seconds(15)) { !$0.retain && Self.components($0)?["grid_connected"] != nil }
-        try await Task.sleep(for: .seconds(2))
+        try await quietPeriod( .seconds(2))
         let announced = watcher.messages(on: topic).filter { !$0.retain }
         #expect(!announced.isEmpty)
         for message in announced {

@@ -4,6 +4,7 @@ import Foundation
 import GatewayModel
 import Logging
 import TestTraits
+import GatewayTesting
 import Testing
 import VendorKit
 
@@ -48,7 +49,7 @@ import VendorKit
         let payload = try #require(published?.payload)
         #expect(payload.contains(#""solar_power":500"#), "the latest value wins: \(payload)")
         // Wait a few drain ticks: no second copy follows.
-        try await Task.sleep(for: .milliseconds(100))
+        try await quietPeriod( .milliseconds(100))
         #expect(states(transport, Self.meter).count == 1)
     }
 

@@ -65,13 +65,13 @@ import Testing
         try await client.waitForMessage(topic: "lbs/bridge/event", timeout: .seconds(5)) {
             $0.text.contains("command_failed") && $0.text.contains("expired") && $0.text.contains(Self.garage)
         }
-        try await Task.sleep(for: .milliseconds(500))
+        try await hold(for: .milliseconds(500))
         _ = try await simulator.start()
         try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)", timeout: .seconds(15)) {
             $0.json?["state"] as? String == "OFF" && $0.json?["stale"] == nil
         }
         try await client.waitForMessage(topic: "lbs/device/\(Self.kitchen)/availability", timeout: .seconds(10)) { $0.text.contains("online") }
-        try await Task.sleep(for: .seconds(1))
+        try await quietPeriod( .seconds(1))
         let counters = simulator.counters
         #expect(counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)
         #expect(counters.controlCalls(deviceID: "garage-door-main", action: "turn_off") == 0)
@@ -119,7 +119,7 @@ import Testing
         await broker.stop()
         let gateway = try await GatewayHarness.start(broker: broker)
         defer { Task { await gateway.stop() } }
-        try await Task.sleep(for: .seconds(1))
+        try await hold(for: .seconds(1))
         try await broker.start()
         try await waitUntil("gateway online", timeout: .seconds(5)) {
             let retained = (try? await TestMQTTClient.retainedSnapshot(url: broker.url, filter: "lbs/#")) ?? [:]
@@ -146,7 +146,6 @@ import Testing
         try await client.subscribe("replies/acks/#")
         try await client.subscribe("lbs/bridge/state")
         try await client.waitForMessage(topic: "lbs/bridge/state", timeout: .seconds(10)) { $0.text.contains("online") }
-        try await Task.sleep(for: .seconds(2))
         let commands = 20
         // One command per plug (sim_1, sim_3, … are plugs): commands for one key of one device would supersede each other.
         for index in 0..<commands {
@@ -222,7 +221,7 @@ import Testing
             Issue.record("\(error); gateway log:\n\(second.standardError().suffix(3000))")
             throw error
         }
-        try await Task.sleep(for: .seconds(1))
+        try await quietPeriod( .seconds(1))
         #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)
         _ = await second.stop()
         let store = try CacheStore(path: directory.file("gateway.sqlite"))

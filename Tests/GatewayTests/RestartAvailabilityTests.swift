@@ -42,7 +42,7 @@ import VendorSimulators
                 client.received.dropFirst(mark).contains { $0.topic == topic && $0.json?["stale"] == nil && !$0.retain }
             }
         }
-        try await Task.sleep(for: .seconds(1))
+        try await quietPeriod( .seconds(1))
         let offline = Self.live(client, after: mark).filter { $0.text.contains("offline") }
         #expect(offline.isEmpty, "restarting flapped: \(offline.map(\.topic).prefix(5))")
         await client.shutdown()

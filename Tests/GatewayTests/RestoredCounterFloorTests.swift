@@ -54,7 +54,7 @@ import VendorSimulators
         defer { Task { await second.stop() } }
         // The restored state goes out once the broker's copy was read (the vendor is down: it stays stale).
         try await waitUntil("the restored state published", timeout: .seconds(10)) { !Self.readings(client, after: mark).isEmpty }
-        try await Task.sleep(for: .seconds(1))
+        try await quietPeriod( .seconds(1))
         let seen = Self.readings(client, after: mark)
         #expect(seen.allSatisfy { $0 >= brokerValue }, "published \(seen) after the broker held \(brokerValue) (cache: \(cached))")
         let retained = try await TestMQTTClient.retainedSnapshot(url: broker.url, filter: "lbs/device/pw_site")

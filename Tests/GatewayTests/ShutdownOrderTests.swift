@@ -35,7 +35,7 @@ import Testing
                 try await HTTPSecurityTests.curl(["http://127.0.0.1:\(port)/metrics"]).status == 200
             }
             // Stopped a moment later, as a service is (the error came on about every other stop after a few seconds).
-            try await Task.sleep(for: .milliseconds(500))
+            try await hold(for: .milliseconds(500))
             gateway.terminate()
             let status = await gateway.waitForExit(timeout: .seconds(10))
             #expect(status == .exited(0), "run \(run): \(String(describing: status))")

@@ -52,7 +52,7 @@ import Testing
         let off = try await client.waitForMessage(topic: "replies/off", timeout: .seconds(5))
         #expect(off.text.contains(#""status":"ok""#), "the late OFF was carried out: \(off.text)")
         // Nothing is still on its way to the backend: the device stays as the last command said.
-        try await Task.sleep(for: .seconds(1))
+        try await quietPeriod( .seconds(1))
         #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 1)
         #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_on") == 1)
         // The backend's own view of the light, not only what the gateway published.
@@ -74,7 +74,7 @@ import Testing
         try await client.publish("lbs/device/\(Self.kitchen)/set", #"{"state":"OFF"}"#, qos: .atLeastOnce, responseTopic: "replies/late")
         let answer = try await client.waitForMessage(topic: "replies/late", timeout: .seconds(20))
         #expect(answer.text.contains(#""status":"error""#), "\(answer.text)")
-        try await Task.sleep(for: .seconds(4))
+        try await quietPeriod( .seconds(4))
         #expect(simulator.counters.requestsByRoute["PUT /api/v1/devices/lights-kitchen/control"] == 1,
                 "requests after the deadline: \(simulator.counters.requestsByRoute)")
         await client.shutdown()

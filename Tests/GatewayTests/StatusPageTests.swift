@@ -106,7 +106,8 @@ import VendorKit
         let live = try ProcessRunner(
             executable: "/usr/bin/curl", arguments: ["-sN", "--max-time", "3", "http://127.0.0.1:\(port)/api/live"],
             outputDirectory: directory.path, name: "live")
-        try await Task.sleep(for: .milliseconds(500))
+        // The feed's first line is written when the gateway has the client.
+        try await waitUntil("the live feed open", timeout: .seconds(10)) { live.standardOutput().hasPrefix(": lbs-gateway live") }
         try await client.publish("lbs/device/demo_light/set", #"{"state":"ON","brightness":17}"#)
         _ = await live.waitForExit(timeout: .seconds(10))
         let frames = live.standardOutput()

@@ -32,7 +32,7 @@ import Testing
         #expect(error["code"] as? String == "vendor_timeout", "\(answer.text)")
         #expect((error["message"] as? String)?.contains("already sent once more") == true, "\(answer.text)")
         // Nothing more goes out for it.
-        try await Task.sleep(for: .seconds(3))
+        try await quietPeriod( .seconds(3))
         #expect(simulator.counters.controlCalls(deviceID: "lights-kitchen", action: "turn_off") == 2)
         await client.shutdown()
     }

@@ -30,9 +30,9 @@ struct GatewayTestingTests {
         #expect(sleeper.isRunning)
         #expect(await sleeper.stop() == .signaled(SIGTERM))
 
-        let stubborn = try ProcessRunner(executable: "sh", arguments: ["-c", "trap '' TERM; while :; do sleep 0.05; done"],
+        let stubborn = try ProcessRunner(executable: "sh", arguments: ["-c", "trap '' TERM; echo trapped; while :; do sleep 0.05; done"],
                                          outputDirectory: directory.path, name: "stubborn")
-        try await Task.sleep(for: .milliseconds(100))  // let the shell install its trap
+        try await waitUntil("the shell's trap installed") { stubborn.standardOutput().contains("trapped") }
         #expect(await stubborn.stop(grace: .milliseconds(200)) == .signaled(SIGKILL))
         #expect(throws: ProcessRunnerError.self) {
             try ProcessRunner(executable: "/nonexistent/binary", outputDirectory: directory.path)

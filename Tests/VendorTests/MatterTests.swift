@@ -104,7 +104,7 @@ import VendorTesting
         try await waitUntil("the fan is offline") { log.availability[Self.id("99")] == false }
         // A report from a node marked unavailable is kept, not published (a state would say it is alive)…
         simulator.report(node: 99, path: "1/514/0", json: "3")
-        try await Task.sleep(for: .milliseconds(200))
+        try await quietPeriod( .milliseconds(200))
         #expect(log.states[Self.id("99")]?["fan_mode"] == .string("low"))
         // …until the node is back: then its whole state goes out.
         simulator.setAvailable(node: 99, true)

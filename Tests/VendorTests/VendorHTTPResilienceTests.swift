@@ -92,7 +92,7 @@ import VendorTesting
         #expect(rig.simulator.counters.requestsByRoute["GET /api/v1/devices"] == 2)
 
         rig.clock.advance(by: .milliseconds(6900))
-        try await Task.sleep(for: .milliseconds(50))
+        try await quietPeriod(.milliseconds(50))
         #expect(rig.clock.sleeperCount == 1, "the retry must not run before Retry-After has passed")
         #expect(rig.simulator.counters.requestsByRoute["GET /api/v1/devices"] == 2)
 
