@@ -30,6 +30,33 @@ public enum JSONText {
         return text
     }
 
+    /// Appends `[a,b,…]`, each item written by `write`.
+    public static func appendArray<Items: Sequence>(_ items: Items, to out: inout String, _ write: (Items.Element, inout String) -> Void) {
+        out += "["
+        var first = true
+        for item in items {
+            if !first { out += "," }
+            first = false
+            write(item, &out)
+        }
+        out += "]"
+    }
+
+    /// Appends `{"k":v,…}` with the keys sorted (equal documents are equal bytes), each value written by `write`.
+    public static func appendObject<Value>(_ members: [String: Value], to out: inout String, _ write: (Value, inout String) -> Void) {
+        out += "{"
+        var first = true
+        for key in members.keys.sorted() {
+            guard let value = members[key] else { continue }
+            if !first { out += "," }
+            first = false
+            appendQuoted(key, to: &out)
+            out += ":"
+            write(value, &out)
+        }
+        out += "}"
+    }
+
     public static func quoted(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count + 2)

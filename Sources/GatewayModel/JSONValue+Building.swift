@@ -37,25 +37,8 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
         case .bool(let flag): out += flag ? "true" : "false"
         case .number(let number): out += JSONText.number(number)
         case .string(let text): out += JSONText.quoted(text)
-        case .array(let items):
-            out += "["
-            for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
-                item.write(into: &out)
-            }
-            out += "]"
-        case .object(let members):
-            out += "{"
-            var first = true
-            for key in members.keys.sorted() {
-                guard let value = members[key] else { continue }
-                if !first { out += "," }
-                first = false
-                out += JSONText.quoted(key)
-                out += ":"
-                value.write(into: &out)
-            }
-            out += "}"
+        case .array(let items): JSONText.appendArray(items, to: &out) { item, out in item.write(into: &out) }
+        case .object(let members): JSONText.appendObject(members, to: &out) { value, out in value.write(into: &out) }
         }
     }
 

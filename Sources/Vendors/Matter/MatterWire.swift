@@ -71,22 +71,8 @@ enum MatterValue: Sendable, Hashable, Decodable {
         case .bool(let flag): out += flag ? "true" : "false"
         case .string(let text): JSONText.appendQuoted(text, to: &out)
         case .null: out += "null"
-        case .array(let items):
-            out += "["
-            for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
-                item.write(into: &out)
-            }
-            out += "]"
-        case .object(let members):
-            out += "{"
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { out += "," }
-                JSONText.appendQuoted(key, to: &out)
-                out += ":"
-                members[key]?.write(into: &out)
-            }
-            out += "}"
+        case .array(let items): JSONText.appendArray(items, to: &out) { item, out in item.write(into: &out) }
+        case .object(let members): JSONText.appendObject(members, to: &out) { value, out in value.write(into: &out) }
         }
     }
 
