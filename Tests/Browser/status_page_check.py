@@ -52,7 +52,9 @@ def main():
         page.goto(args.url, wait_until="load")
         row = 'tr[data-id="demo_light"]'
         page.wait_for_selector(row, timeout=10_000)
-        page.wait_for_function("document.querySelector('#live').textContent === 'live'", timeout=10_000)
+        # A function, not a bare expression: Playwright polls an expression with eval() inside the page, which the
+        # page's Content-Security-Policy (no 'unsafe-eval') refuses once the first check comes back false.
+        page.wait_for_function("() => document.querySelector('#live').textContent === 'live'", timeout=10_000)
 
         # 1. A state change made over MQTT shows up in the page.
         state_cell = f'{row} span[data-key="state"] b'

@@ -24,13 +24,22 @@ public struct MQTTTransport: MessageTransport {
         }
     }
 
+    /// What people send the gateway (`Topics.priorityFilters`) is subscribed at QoS 1; what the gateway reads back
+    /// of its own topics (the retained sweep) at QoS 0. mosquitto queues at most `max_queued_messages` (1,000) QoS 1
+    /// messages per client: the echo of a thousand devices' discovery and availability filled that queue, and the
+    /// broker then dropped the commands that came next. QoS 0 is not queued that way.
     public func subscribe(_ filters: [String]) {
-        try? client.subscribe(filters, qos: .atLeastOnce)
+        let priority = Set(client.configuration.priorityFilters)
+        let commands = filters.filter { priority.contains($0) }
+        let echoes = filters.filter { !priority.contains($0) }
+        if !commands.isEmpty { try? client.subscribe(commands, qos: .atLeastOnce) }
+        if !echoes.isEmpty { try? client.subscribe(echoes, qos: .atMostOnce) }
     }
 
+    /// Only the retained read-backs wait for a SUBACK: at QoS 0, for the same reason as the sweep.
     public func subscribeAndWait(_ filters: [String], timeout: Duration) async -> Bool {
         do {
-            _ = try await client.subscribeAndWait(filters, qos: .atLeastOnce, timeout: timeout)
+            _ = try await client.subscribeAndWait(filters, qos: .atMostOnce, timeout: timeout)
             return true
         } catch {
             return false
