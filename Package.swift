@@ -46,7 +46,7 @@ let features: [(name: String, dependencies: [Target.Dependency])] = [
     ("StatusPage", [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Prometheus", package: "swift-prometheus"),
                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
     // Active/standby pairs elected through the broker.
-    ("ActiveStandby", ["MQTT", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
+    ("ActiveStandby", ["MQTT", "Resilience", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
 ]
 let featureTargets: [Target.Dependency] = features.map { .target(name: "Feature\($0.name)") }
 

@@ -5,6 +5,7 @@ import Glibc
 import GatewayTesting
 import Logging
 import MQTT
+import Resilience
 import ServiceLifecycle
 import TestTraits
 import Testing

@@ -5,6 +5,7 @@ import Logging
 import MQTT
 import ServiceLifecycle
 import Synchronization
+import Resilience
 
 /// The active/standby pair (`high_availability:`), elected through the broker.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import Resilience
 
 /// The log level of the running process, changed at runtime by `<base>/bridge/request/options`.
 /// Every logger made by `RuntimeLevelLogHandler` reads it on each call, so a change applies at once.

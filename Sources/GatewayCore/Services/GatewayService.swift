@@ -5,6 +5,7 @@ import MQTT
 import ServiceLifecycle
 import Synchronization
 import VendorKit
+import Resilience
 
 /// The core of a running gateway as a swift-service-lifecycle `Service`: the MQTT connection, the
 /// controller (hub and extensions) and the vendor event inbox. Vendors run in their own service,

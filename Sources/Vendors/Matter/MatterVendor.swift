@@ -25,8 +25,8 @@ public final class MatterVendor: Vendor {
     private let context: VendorContext
     private let stream: ReconnectingStream
     private let known = Mutex(Known())
-    /// Fired on every report from a node (see `confirm`).
-    private let reports = ReportSignal()
+    /// Moves on every report from a node (see `confirm`).
+    private let reports = ChangeSignal()
     /// The vendor's clock, as elapsed time: request timeouts and confirmation windows.
     private let time: TimeSource
 
@@ -202,7 +202,7 @@ public final class MatterVendor: Vendor {
     }
 
     func handle(event: String, data: MatterValue) -> GatewayError? {
-        defer { reports.fire() }
+        defer { reports.signal() }
         switch event {
         case "node_added", "node_updated":
             if let node = MatterNode(data) { update(node) }
@@ -361,8 +361,9 @@ public final class MatterVendor: Vendor {
     private func confirm(_ targets: [MatterCommands.FanTarget], nodeID: UInt64, device: DeviceID, expiresAt: Date) async throws -> CommandOutcome {
         let window = min(Self.fanConfirmWindow.inSeconds, max(0, expiresAt.timeIntervalSince(context.now())))
         let deadline = time.now() + .clampedSeconds(window)
-        let sleep: TimeSourceSleep = { [time] in try await time.sleep(for: $0) }
         while true {
+            // Taken before the look: a report that comes between the look and the wait still wakes it.
+            let seen = reports.version
             let current = known.withLock { known in
                 known.nodes[nodeID].map { node in (node, MatterMapping.plans(for: node, vendorID: instanceID).first { $0.device.id == device }) }
             }
@@ -380,7 +381,7 @@ public final class MatterVendor: Vendor {
                                    retryable: false, countsAgainstVendor: false)
             }
             // Until the node's next report (or the window's end), then look again.
-            await reports.next(within: left, on: sleep)
+            await reports.wait(after: seen, timeout: left, clock: context.clock)
             try Task.checkCancellation()
         }
     }

@@ -3,6 +3,7 @@ import Cache
 import Foundation
 import GatewayModel
 import Logging
+import Resilience
 
 /// Commands, from MQTT to the vendor: `/set` and `batch` are parsed against the device's capabilities,
 /// admitted into one bounded lane per device (`+Lanes`), stored in the outbox with a cache, sent through
