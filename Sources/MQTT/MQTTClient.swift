@@ -481,12 +481,16 @@ final class ClientCore: Sendable {
                 return .queued
             }
             guard mayPublish else { return hold() }
+            // Counted before the hand-over: the network thread may write the packet and run its publish callback
+            // (which subtracts) before this thread returns, and a subtraction ahead of its addition was lost to the
+            // clamp at zero, leaving the backlog stuck above zero.
+            box.outgoing.add(1, ordering: .relaxed)
             let (rc, propertyError) = Self.handOver(handle.pointer, topic, payload, qos: qos, retain: retain,
                                                     properties: properties, isV5: isV5, mid: mid)
+            if rc != .mosqSuccess || propertyError != nil { box.outgoing.subtract(1, ordering: .relaxed) }
             if let propertyError { return .failed(propertyError) }
             switch rc {
             case .mosqSuccess:
-                box.outgoing.add(1, ordering: .relaxed)
                 return .handedOver
             // The connection dropped and the network thread has not closed the gate yet.
             case .mosqNoConnection: return qos == .atMostOnce ? hold() : .heldByLibrary
@@ -539,12 +543,13 @@ final class ClientCore: Sendable {
         state.withLock { state in
             for message in state.queue.drain() {
                 var mid: Int32 = 0
+                box.outgoing.add(1, ordering: .relaxed)  // before the hand-over, as in `publish`
                 let (rc, _) = message.payload.withUnsafeBytes { bytes in
                     Self.handOver(handle, message.topic, bytes, qos: message.qos, retain: message.retain,
                                   properties: message.properties, isV5: isV5, mid: &mid)
                 }
+                if rc != .mosqSuccess { box.outgoing.subtract(1, ordering: .relaxed) }
                 if rc == .mosqSuccess || (rc == .mosqNoConnection && message.qos != .atMostOnce) {
-                    if rc == .mosqSuccess { box.outgoing.add(1, ordering: .relaxed) }
                     // Linked before this thread can read the PUBACK.
                     if let token = message.token { box.link(token: token, mid: mid) }
                 } else {
