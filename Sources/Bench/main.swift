@@ -3,7 +3,7 @@ import GatewayTesting
 import MQTT
 
 // lbs-bench: benchmark programs whose numbers go into docs/benchmarks.md (the key figures also into the README).
-//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|sense|matter|all]
+//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|peer|sense|matter|all]
 // Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
 
 let mode = CommandLine.arguments.dropFirst().first ?? "all"
@@ -160,6 +160,16 @@ if mode == "storage" {
     line("outbox_commit_direct", summary(result.commitDirect) + " (one row stored as sending, synchronous = FULL: the disk's floor)")
     line("outbox_commit_from_task", summary(result.commitFromTask) + " (the same through CacheStore.run, as the gateway calls it)")
     await broker.stop()
+}
+
+// Side by side with a Python peer bridge (deploy/bench/peer-bridge.py), each with its own broker and backend process.
+//   lbs-bench peer [rounds] [round_trips]   (defaults 5 300; run from the repository root; needs lbs-gateway and
+//   consciousness-sim beside lbs-bench, or LBS_BENCH_GATEWAY / LBS_BENCH_CONSCIOUSNESS_SIM; the peer's venv is made once)
+if mode == "peer" {
+    let arguments = Array(CommandLine.arguments.dropFirst(2))
+    let rounds = max(1, arguments.first.flatMap { Int($0) } ?? 5)
+    let iterations = max(10, arguments.count > 1 ? Int(arguments[1]) ?? 300 : 300)
+    try await PeerBench.run(rounds: rounds, iterations: iterations)
 }
 
 if mode == "coldstart" || mode == "all" {

@@ -91,9 +91,34 @@ public actor SimServer {
         if case .ip4(_, let boundPort)? = await server.listeningAddress {
             port = boundPort
         }
+        Self.disableNagle(onListenerAt: port)
         self.server = server
         runTask = task
         return port
+    }
+
+    /// FlyingFox writes a response's header and body in two writes; with Nagle's algorithm the body then waits
+    /// for the client's delayed ACK (40 ms on Linux) on every keep-alive request, which real servers (uvicorn,
+    /// nginx: one write, or TCP_NODELAY) never show. Connections accepted on Linux inherit the listener's
+    /// TCP_NODELAY, and FlyingFox does not expose its socket, so the listener is found by its port.
+    private static func disableNagle(onListenerAt port: UInt16) {
+        #if os(Linux)
+        guard port != 0, let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
+        for entry in entries {
+            guard let fd = Int32(entry) else { continue }
+            var listening: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            guard getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) == 0, listening == 1 else { continue }
+            var address = sockaddr_in()
+            var addressLength = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let named = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &addressLength) }
+            }
+            guard named == 0, address.sin_family == sa_family_t(AF_INET), UInt16(bigEndian: address.sin_port) == port else { continue }
+            var on: Int32 = 1
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+        }
+        #endif
     }
 
     /// Stops listening; connections are closed and `start` may be called again.

@@ -68,48 +68,77 @@ import Glibc
         return true
     }()
 
+    /// The real gateway (demo vendor) with its cache on a 2 MB tmpfs, and a client subscribed to `lbs/#`
+    /// and `replies/acks/#` that has seen the gateway online.
+    struct GatewayOnSmallDisk {
+        let broker: MosquittoBroker
+        let process: ProcessRunner
+        let client: TestMQTTClient
+        let directory: TemporaryDirectory
+        let disk: String
+
+        static func start() async throws -> GatewayOnSmallDisk {
+            let binary = try #require(Binaries.gateway, "lbs-gateway is not built")
+            let broker = try await MosquittoBroker.started()
+            let directory = try TemporaryDirectory()
+            let disk = directory.file("disk")
+            try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+            #expect(mount("tmpfs", disk, "tmpfs", 0, "size=2m") == 0)
+            let config = directory.file("config.yaml")
+            try """
+            mqtt: {url: \(broker.url), client_id: full-\(UInt32.random(in: 0...UInt32.max))}
+            http: {enabled: false}
+            storage: {path: \(disk)/gateway.sqlite}
+            log_level: warning
+            vendors:
+              - {type: demo, id: demo, poll_interval: 3600}
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+            let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "full")
+            let client = try await TestMQTTClient.connect(to: broker.url)
+            try await client.subscribe("lbs/#")
+            try await client.subscribe("replies/acks/#")
+            try await client.waitForMessage(topic: "lbs/device/demo_lock", timeout: .seconds(10))
+            // Online comes after the gateway's SUBSCRIBE; a state can come before it (queued while connecting).
+            try await client.waitForMessage(topic: "lbs/bridge/state", timeout: .seconds(10)) { $0.json?["state"] as? String == "online" }
+            return GatewayOnSmallDisk(broker: broker, process: process, client: client, directory: directory, disk: disk)
+        }
+
+        /// Fills the disk to the last byte.
+        func fill() {
+            let filler = FileManager.default.createFile(atPath: disk + "/filler", contents: nil)
+            #expect(filler)
+            if let handle = FileHandle(forWritingAtPath: disk + "/filler") {
+                let block = Data(count: 64 * 1024)
+                while (try? handle.write(contentsOf: block)) != nil {}
+                try? handle.close()
+            }
+        }
+
+        /// Sends `payload` to `topic` and returns the v5 reply.
+        func command(_ topic: String, _ payload: String, reply: String) async throws -> MQTTMessage {
+            try await client.publish(topic, payload, qos: .atLeastOnce, responseTopic: "replies/acks/\(reply)")
+            do {
+                return try await client.waitForMessage(topic: "replies/acks/\(reply)", timeout: .seconds(10))
+            } catch {
+                Issue.record("no answer; gateway log:\n\(process.standardError())")
+                throw error
+            }
+        }
+
+        func stop() async {
+            await client.shutdown()
+            process.kill()
+            await broker.stop()
+            umount2(disk, Int32(MNT_DETACH))
+        }
+    }
+
     @Test(.enabled(if: canMount, "needs root to mount a tmpfs"))
     func aFullDiskRefusesCommandsAndHealthSaysWhy() async throws {
-        let binary = try #require(Binaries.gateway, "lbs-gateway is not built")
-        let broker = try await MosquittoBroker.started()
-        let directory = try TemporaryDirectory()
-        let disk = directory.file("disk")
-        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
-        #expect(mount("tmpfs", disk, "tmpfs", 0, "size=2m") == 0)
-        defer { umount2(disk, Int32(MNT_DETACH)) }
-        let config = directory.file("config.yaml")
-        try """
-        mqtt: {url: \(broker.url), client_id: full-\(UInt32.random(in: 0...UInt32.max))}
-        http: {enabled: false}
-        storage: {path: \(disk)/gateway.sqlite}
-        log_level: warning
-        vendors:
-          - {type: demo, id: demo, poll_interval: 3600}
-        """.write(toFile: config, atomically: true, encoding: .utf8)
-        let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "full")
-        defer { process.kill() }
-        let client = try await TestMQTTClient.connect(to: broker.url)
-        try await client.subscribe("lbs/#")
-        try await client.subscribe("replies/acks/#")
-        try await client.waitForMessage(topic: "lbs/device/demo_lock", timeout: .seconds(10))
-        // Online comes after the gateway's SUBSCRIBE; a state can come before it (queued while connecting).
-        try await client.waitForMessage(topic: "lbs/bridge/state", timeout: .seconds(10)) { $0.json?["state"] as? String == "online" }
-        // Fill the disk to the last byte.
-        let filler = FileManager.default.createFile(atPath: disk + "/filler", contents: nil)
-        #expect(filler)
-        if let handle = FileHandle(forWritingAtPath: disk + "/filler") {
-            let block = Data(count: 64 * 1024)
-            while (try? handle.write(contentsOf: block)) != nil {}
-            try? handle.close()
-        }
-        try await client.publish("lbs/device/demo_lock/set/lock", "UNLOCK", qos: .atLeastOnce, responseTopic: "replies/acks/unlock")
-        let answer: MQTTMessage
-        do {
-            answer = try await client.waitForMessage(topic: "replies/acks/unlock", timeout: .seconds(10))
-        } catch {
-            Issue.record("no answer; gateway log:\n\(process.standardError())")
-            throw error
-        }
+        let gateway = try await GatewayOnSmallDisk.start()
+        let client = gateway.client
+        gateway.fill()
+        let answer = try await gateway.command("lbs/device/demo_lock/set/lock", "UNLOCK", reply: "unlock")
         #expect(((answer.json?["error"] as? [String: Any])?["code"] as? String) == "storage_unavailable", "\(answer.text)")
         #expect(client.messages(on: "lbs/device/demo_lock").allSatisfy { $0.json?["lock"] as? String == "LOCKED" })
         try await client.publish("lbs/bridge/request/health", "{}", qos: .atLeastOnce)
@@ -119,11 +148,35 @@ import Glibc
         try await client.waitForMessage(topic: "lbs/bridge/info", timeout: .seconds(5)) {
             (($0.json?["storage"] as? [String: Any])?["state"] as? String) == "error"
         }
-        // Telemetry still flows.
-        await client.shutdown()
-        let log = process.standardError()
+        let log = gateway.process.standardError()
+        await gateway.stop()
         #expect(!log.contains("sending anyway"))
         #expect(log.components(separatedBy: "\n").filter { $0.contains("outbox") }.count < 5, "log lines are rate-limited:\n\(log)")
+    }
+
+    /// A switch command is sent while its outbox row is committed: the one that meets a disk failing right
+    /// then has already left, and says so by its outcome; the failed commit makes storage unhealthy, and from
+    /// then on commands are stored first and refused. A lock is always stored first.
+    @Test(.enabled(if: canMount, "needs root to mount a tmpfs"))
+    func theCommandThatMeetsAFailingDiskIsReportedAndTheNextAreRefused() async throws {
+        let gateway = try await GatewayOnSmallDisk.start()
+        let client = gateway.client
+        let before = try await gateway.command("lbs/device/demo_plug/set", #"{"state":"ON"}"#, reply: "before")
+        #expect(before.json?["status"] as? String == "ok", "\(before.text)")
+        gateway.fill()
+        let first = try await gateway.command("lbs/device/demo_plug/set", #"{"state":"OFF"}"#, reply: "first")
+        #expect(first.json?["status"] as? String == "ok", "sent while stored, carried out: \(first.text)")
+        try await client.waitForMessage(topic: "lbs/device/demo_plug", timeout: .seconds(5)) { $0.json?["state"] as? String == "OFF" }
+        let next = try await gateway.command("lbs/device/demo_plug/set", #"{"state":"ON"}"#, reply: "next")
+        #expect(((next.json?["error"] as? [String: Any])?["code"] as? String) == "storage_unavailable", "\(next.text)")
+        let unlock = try await gateway.command("lbs/device/demo_lock/set/lock", "UNLOCK", reply: "unlock")
+        #expect(((unlock.json?["error"] as? [String: Any])?["code"] as? String) == "storage_unavailable", "\(unlock.text)")
+        try await quietPeriod(.milliseconds(300))
+        #expect(client.messages(on: "lbs/device/demo_plug").last?.json?["state"] as? String == "OFF", "the refused command never ran")
+        #expect(client.messages(on: "lbs/device/demo_lock").allSatisfy { $0.json?["lock"] as? String == "LOCKED" })
+        let log = gateway.process.standardError()
+        await gateway.stop()
+        #expect(log.contains("was sent while the outbox failed to store it"), "\(log)")
     }
 
     @Test func checkConfigReportsAStoragePathRunWouldRefuse() async throws {

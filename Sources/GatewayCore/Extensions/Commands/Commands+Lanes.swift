@@ -40,6 +40,11 @@ extension Commands {
             for key in job.command.changes.keys { lane.newest[key] = (commandSequence, job.requestTag) }
             job.ready = persistence == nil || job.persisted
             if !job.ready {
+                if lane.jobs.isEmpty, mayOverlapStoring(job) {
+                    // At the front of an idle lane: sent while its row is committed (see `+Overlap`).
+                    job.overlappedCommit = OutboxCommit()
+                    job.ready = true
+                }
                 storeQueue.append(job)
                 needsStoring = true
             }
@@ -116,6 +121,11 @@ extension Commands {
             let stored = group.map(isFront)
             let failure = await storeInOutbox(group)
             for (job, storedSending) in zip(group, stored) {
+                // Already running: it hears the commit's outcome itself.
+                if let commit = job.overlappedCommit {
+                    commit.resolve(failure)
+                    continue
+                }
                 let id = job.command.device
                 guard let index = lanes[id]?.jobs.firstIndex(where: { $0.command.id == job.command.id }) else { continue }
                 if let failure, hub.config.commands.whenStorageFails == .refuse {

@@ -9,6 +9,11 @@ extension Commands {
     /// Runs one command at the front of its device lane: with its batch group when it has one,
     /// otherwise (or for what the batch call left undone) on its own.
     package func runCommand(_ job: CommandJob) async {
+        var job = job
+        if let commit = job.overlappedCommit {
+            job.overlappedCommit = nil
+            return await runOverlapped(job, commit: commit)
+        }
         if isSuperseded(job) { return await settleFailed(job, .superseded(commandID: job.command.id)) }
         if job.batchGroup != nil {
             switch await joinBatch(job) {
@@ -41,7 +46,7 @@ extension Commands {
     /// surely did not reach the vendor (vendor down, breaker open) waits and tries again; a failure after
     /// which the command may have been carried out (a timeout after sending) is never re-sent blindly:
     /// see `settleUnknownOutcome`. `resent`: the command was already sent once more after an unknown outcome.
-    package func attempt(_ job: CommandJob, resent alreadyResent: Bool = false) async {
+    package func attempt(_ job: CommandJob, resent alreadyResent: Bool = false, firstCall: FirstCall? = nil) async {
         let command = job.command
         let id = command.id
         var backoff = Duration.milliseconds(250)
@@ -50,19 +55,31 @@ extension Commands {
         var resent = alreadyResent
         // Stored as `sending` when it could go at once: no second commit before the first vendor call.
         var markedSending = job.storedSending
+        // A call already made while the command's row was committed (see `+Overlap`): its result is taken first.
+        var madeCall = firstCall
         while true {
-            guard let vendor = hub.vendors[command.vendorID], hub.devices[command.device] != nil else {
-                return await settleFailed(job, .unknownDevice(command.device.rawValue))
+            let vendor: any Vendor
+            let callStarted: ContinuousClock.Instant
+            let result: Result<CommandOutcome, any Error>
+            if let made = madeCall {
+                madeCall = nil
+                (vendor, callStarted, result) = (made.vendor, made.started, made.result)
+            } else {
+                guard let current = hub.vendors[command.vendorID], hub.devices[command.device] != nil else {
+                    return await settleFailed(job, .unknownDevice(command.device.rawValue))
+                }
+                vendor = current
+                if isSuperseded(job) { return await settleFailed(job, .superseded(commandID: id)) }
+                if hub.now() > command.expiresAt {
+                    return await settleFailed(job, .expired(commandID: id, expiredAt: command.expiresAt))
+                }
+                if !markedSending { await recordNow(job, [.transition(id: id, to: .sending)]) }
+                markedSending = false
+                callStarted = ContinuousClock.now
+                result = await Self.capture { try await self.sending { try await current.execute(command) } }
             }
-            if isSuperseded(job) { return await settleFailed(job, .superseded(commandID: id)) }
-            if hub.now() > command.expiresAt {
-                return await settleFailed(job, .expired(commandID: id, expiredAt: command.expiresAt))
-            }
-            if !markedSending { await recordNow(job, [.transition(id: id, to: .sending)]) }
-            markedSending = false
-            let callStarted = ContinuousClock.now
             do {
-                let outcome = try await sending { try await vendor.execute(command) }
+                let outcome = try result.get()
                 hub.emit(.vendorCallFinished(vendorID: command.vendorID, duration: .now - callStarted, error: nil))
                 return await settleSucceeded(job, outcome)
             } catch {

@@ -59,6 +59,9 @@ package final class Commands: GatewayExtension {
         package var ready = false
         /// Stored as `sending` (it was at the front of its lane): its first attempt needs no second commit.
         package var storedSending = false
+        /// Set when the command is sent while its outbox row is being committed (see `+Overlap`): the commit's
+        /// outcome, which the command waits for before anything about it is reported or marked.
+        package var overlappedCommit: OutboxCommit?
     }
 
     package init(hub: GatewayHub, persistence: CacheLink?) {
