@@ -18,6 +18,25 @@ enum PeerBench {
         case peer
         case gatewayWithStorage = "gateway_with_storage"
         case gatewayWithoutStorage = "gateway_without_storage"
+        /// Another build of the gateway (LBS_BENCH_BASELINE_GATEWAY, e.g. the previous release) in the same rounds,
+        /// for before/after figures measured side by side.
+        case baselineWithStorage = "baseline_with_storage"
+        case baselineWithoutStorage = "baseline_without_storage"
+
+        var storage: Bool { self == .gatewayWithStorage || self == .baselineWithStorage }
+
+        var executable: String {
+            switch self {
+            case .baselineWithStorage, .baselineWithoutStorage: ProcessInfo.processInfo.environment["LBS_BENCH_BASELINE_GATEWAY"] ?? ""
+            default: PeerBench.binary("lbs-gateway", variable: "LBS_BENCH_GATEWAY")
+            }
+        }
+
+        /// The systems of a run: the baseline only when one is given.
+        static var measured: [System] {
+            ProcessInfo.processInfo.environment["LBS_BENCH_BASELINE_GATEWAY"] == nil
+                ? [.peer, .gatewayWithStorage, .gatewayWithoutStorage] : allCases
+        }
     }
 
     struct RoundResult {
@@ -74,15 +93,15 @@ enum PeerBench {
             process = try ProcessRunner(executable: python, arguments: [
                 script, "--broker-port", "\(broker.port)", "--base", base, "--backend", backendURL, "--password-file", directory.file("password"),
             ], outputDirectory: directory.path, name: "peer")
-        case .gatewayWithStorage, .gatewayWithoutStorage:
+        case .gatewayWithStorage, .gatewayWithoutStorage, .baselineWithStorage, .baselineWithoutStorage:
             let config = directory.file("config.yaml")
             try """
             mqtt: {url: \(broker.url), client_id: bench-peer-gateway, base_topic: \(base)}
             log_level: error
-            \(system == .gatewayWithStorage ? "storage: {path: \(directory.file("gateway.sqlite"))}" : "")
+            \(system.storage ? "storage: {path: \(directory.file("gateway.sqlite"))}" : "")
             vendors: [{type: consciousness, id: house, url: "\(backendURL)", username: admin, password_file: \(directory.file("password")), poll_interval: 3600}]
             """.write(toFile: config, atomically: true, encoding: .utf8)
-            process = try ProcessRunner(executable: binary("lbs-gateway", variable: "LBS_BENCH_GATEWAY"), arguments: ["run", "--config", config],
+            process = try ProcessRunner(executable: system.executable, arguments: ["run", "--config", config],
                                         outputDirectory: directory.path, name: "gateway")
         }
 
@@ -124,7 +143,7 @@ enum PeerBench {
     static func run(rounds: Int, iterations: Int) async throws {
         let python = try peerPython()
         var results: [System: [RoundResult]] = [:]
-        let systems = System.allCases
+        let systems = System.measured
         for roundIndex in 0..<rounds {
             let order = (0..<systems.count).map { systems[($0 + roundIndex) % systems.count] }
             for system in order {
@@ -144,7 +163,7 @@ enum PeerBench {
         let peer = results[.peer] ?? []
         print(String(format: "peer_set_to_state: p50 %.3f ms, p99 %.3f ms (medians of %d rounds, %d round trips each); rss %.1f MB",
                      median(peer.map(\.p50)), median(peer.map(\.p99)), rounds, iterations, median(peer.map { Double($0.rssKB) / 1024 })))
-        for system in [System.gatewayWithStorage, .gatewayWithoutStorage] {
+        for system in systems where system != .peer {
             let own = results[system] ?? []
             print(String(format: "%@_set_to_state: p50 %.3f ms, p99 %.3f ms; rss %.1f MB", system.rawValue,
                          median(own.map(\.p50)), median(own.map(\.p99)), median(own.map { Double($0.rssKB) / 1024 })))

@@ -36,7 +36,7 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
         case .null: out += "null"
         case .bool(let flag): out += flag ? "true" : "false"
         case .number(let number): out += JSONText.number(number)
-        case .string(let text): out += JSONText.quoted(text)
+        case .string(let text): JSONText.appendQuoted(text, to: &out)
         case .array(let items): JSONText.appendArray(items, to: &out) { item, out in item.write(into: &out) }
         case .object(let members): JSONText.appendObject(members, to: &out) { value, out in value.write(into: &out) }
         }

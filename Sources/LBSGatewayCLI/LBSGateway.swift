@@ -9,6 +9,9 @@ import Logging
 import VendorKit
 import ServiceLifecycle
 import UnixSignals
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A synchronous entry point that parks the main thread. An async `main` ends the main thread through
 /// `dispatch_main` → `pthread_exit`, whose forced unwind reads the unwind tables of every frame: ~1 MB of
@@ -18,7 +21,11 @@ enum Entry {
     static func main() {
         let finished = DispatchSemaphore(value: 0)
         Task.detached {
-            await LBSGateway.main()
+            if let plain = LBSGateway.Run.plainArguments(Array(CommandLine.arguments.dropFirst())) {
+                await LBSGateway.Run.runDirectly(plain)
+            } else {
+                await LBSGateway.main()
+            }
             finished.signal()
         }
         finished.wait()
@@ -36,17 +43,23 @@ struct LBSGateway: AsyncParsableCommand {
 }
 
 struct ConfigOption: ParsableArguments {
+    static let defaultPath = "/etc/lbs-gateway/config.yaml"
+
     @Option(name: .shortAndLong, help: "Path to the YAML configuration file.")
-    var config: String = "/etc/lbs-gateway/config.yaml"
+    var config: String = ConfigOption.defaultPath
 
     /// The validated config, including the checks that span entries (`tls: first_use` needs storage).
     func load() -> Result<GatewayConfig, ConfigLoader.Failure> {
         ConfigLoader.load(path: config)
     }
 
-    /// The validated config, or one clear line per problem on stderr (never a stack trace) and exit 78 (EX_CONFIG).
     func loadOrExit() throws -> GatewayConfig {
-        switch load() {
+        try Self.loadOrExit(path: config)
+    }
+
+    /// The validated config, or one clear line per problem on stderr (never a stack trace) and exit 78 (EX_CONFIG).
+    static func loadOrExit(path: String) throws -> GatewayConfig {
+        switch ConfigLoader.load(path: path) {
         case .success(let config):
             return config
         case .failure(let failure):
@@ -66,7 +79,49 @@ extension LBSGateway {
         var logLevel: String?
 
         func run() async throws {
-            let config = try options.loadOrExit()
+            try await Self.run(config: options.loadOrExit(), logLevel: logLevel)
+        }
+
+        /// `run` with nothing but `--config`/`-c` and `--log-level` (what the systemd unit starts): parsed here,
+        /// because ArgumentParser's first parse (reflection over every command's properties) was a tenth of a
+        /// cold start's instructions. Anything else, `--help` included, goes to ArgumentParser.
+        static func plainArguments(_ arguments: [String]) -> (config: String, logLevel: String?)? {
+            guard arguments.first == "run" else { return nil }
+            var config = ConfigOption.defaultPath
+            var logLevel: String?
+            var rest = arguments.dropFirst()
+            while let flag = rest.popFirst() {
+                switch flag {
+                case "--config", "-c":
+                    guard let value = rest.popFirst(), !value.hasPrefix("-") else { return nil }
+                    config = value
+                case "--log-level":
+                    guard let value = rest.popFirst(), !value.hasPrefix("-") else { return nil }
+                    logLevel = value
+                case _ where flag.hasPrefix("--config="):
+                    config = String(flag.dropFirst("--config=".count))
+                case _ where flag.hasPrefix("--log-level="):
+                    logLevel = String(flag.dropFirst("--log-level=".count))
+                default:
+                    return nil
+                }
+            }
+            return (config, logLevel)
+        }
+
+        /// Runs the plain form and exits as ArgumentParser would (its exit code; 1 with the error on stderr).
+        static func runDirectly(_ plain: (config: String, logLevel: String?)) async {
+            do {
+                try await run(config: ConfigOption.loadOrExit(path: plain.config), logLevel: plain.logLevel)
+            } catch let code as ExitCode {
+                Glibc.exit(code.rawValue)
+            } catch {
+                FileHandle.standardError.write(Data("lbs-gateway: \(error)\n".utf8))
+                Glibc.exit(1)
+            }
+        }
+
+        static func run(config: GatewayConfig, logLevel: String?) async throws {
             let levelName = logLevel ?? config.logLevel
             // One shared level: `bridge/request/options` {"log_level":…} changes it at runtime.
             let runtimeLevel = RuntimeLogLevel(Logger.Level(rawValue: levelName) ?? .info)

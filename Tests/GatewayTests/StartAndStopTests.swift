@@ -63,6 +63,29 @@ import GatewayModel
         #expect(run.standardError().contains("mqtt.username"), "\(run.standardError())")
     }
 
+    /// `run` with only `--config`/`-c`/`--config=` and `--log-level` is parsed without ArgumentParser (start-up
+    /// time); every other form still goes through it, with its usage errors.
+    @Test func runArgumentsParsedDirectlyOrByArgumentParserBehaveAlike() async throws {
+        let binary = try #require(Binaries.gateway, "lbs-gateway is not built")
+        let directory = try TemporaryDirectory()
+        try "mqtt: {url: mqtt://127.0.0.1:1}\nvendors: [{type: nonsense, id: x}]\n".write(toFile: directory.file("bad.yaml"), atomically: true, encoding: .utf8)
+        for (index, arguments) in [["run", "--config=\(directory.file("bad.yaml"))"], ["run", "-c", directory.file("bad.yaml"), "--log-level", "debug"],
+                                   ["run", "--log-level=error", "--config", directory.file("bad.yaml")]].enumerated() {
+            let run = try ProcessRunner(executable: binary, arguments: arguments, outputDirectory: directory.path, name: "plain\(index)")
+            defer { run.kill() }
+            #expect(await run.waitForExit(timeout: .seconds(10)) == .exited(78), "\(arguments)")
+            #expect(run.standardError().contains("config error"), "\(arguments): \(run.standardError())")
+        }
+        // Not the plain form: ArgumentParser answers (usage error 64, help 0).
+        let unknown = try ProcessRunner(executable: binary, arguments: ["run", "--bogus"], outputDirectory: directory.path, name: "unknown")
+        #expect(await unknown.waitForExit(timeout: .seconds(10)) == .exited(64))
+        let missing = try ProcessRunner(executable: binary, arguments: ["run", "--config"], outputDirectory: directory.path, name: "missing")
+        #expect(await missing.waitForExit(timeout: .seconds(10)) == .exited(64))
+        let help = try ProcessRunner(executable: binary, arguments: ["run", "--help"], outputDirectory: directory.path, name: "help")
+        #expect(await help.waitForExit(timeout: .seconds(10)) == .exited(0))
+        #expect(help.standardOutput().contains("--config"))
+    }
+
     /// The vendors wait for the gateway service; when it fails before it is ready, the group's shutdown must
     /// end that wait (it once waited for ever, and the whole process with it).
     @Test func theVendorSupervisorDoesNotOutliveAGatewayThatNeverStarted() async throws {

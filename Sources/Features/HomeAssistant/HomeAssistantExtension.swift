@@ -96,8 +96,12 @@ package final class HomeAssistantExtension: GatewayExtension {
         // The keys with a value, and "" once the state topic is published (so the first state, even an empty one, counts).
         var reported: Set<String> = state.map { Set($0.values.keys) } ?? []
         if state != nil { reported.insert("") }
+        // Over the bytes: String's own hashing normalizes Unicode first, which cost as much as rendering.
         var hasher = Hasher()
-        hasher.combine(messages)
+        for message in messages {
+            Self.combineBytes(of: message.topic, into: &hasher)
+            Self.combineBytes(of: message.payload, into: &hasher)
+        }
         let digest = hasher.finalize()
         if !force, published[id]?.digest == digest {
             published[id]?.reported = reported
@@ -110,6 +114,12 @@ package final class HomeAssistantExtension: GatewayExtension {
         }
         for message in messages { hub.transport.publish(message.topic, message.payload, qos: 1, retain: true) }
         published[id] = (messages.map(\.topic), digest, reported)
+    }
+
+    private static func combineBytes(of text: String, into hasher: inout Hasher) {
+        var text = text
+        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        hasher.combine(0xFF as UInt8)
     }
 
     /// The gateway device; forgets which home views were announced so they go out again with the next

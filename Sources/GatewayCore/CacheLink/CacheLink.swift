@@ -221,7 +221,11 @@ public final class CacheLink: Sendable {
 
     /// Runs bounded retention passes periodically: raw readings roll up into hourly aggregates
     /// after 7 days, aggregates expire after 2 years (energy) or 1 year (environment).
-    public func runRetention(every interval: Duration, maxRows: Int, policy: RetentionPolicy = .standard, clock: any Clock<Duration>) async {
+    /// The first pass waits `firstAfter` (at most one interval): a start is the busiest moment (the cache read
+    /// back, every device published, the first polls), and a pass over a full year of readings competed with it.
+    public func runRetention(every interval: Duration, maxRows: Int, policy: RetentionPolicy = .standard, clock: any Clock<Duration>,
+                             firstAfter: Duration = .seconds(30)) async {
+        do { try await clock.sleep(for: min(firstAfter, interval)) } catch { return }
         while !Task.isCancelled {
             do {
                 let report = try await store.run { try $0.runRetention(now: Date().timeIntervalSince1970, policy: policy, maxRows: maxRows) }
