@@ -89,6 +89,19 @@ public enum JSONText {
         out += "\""
     }
 
+    /// `appendQuoted` for a byte buffer (`JSONValue.render`): text without anything to escape is copied whole.
+    public static func appendQuoted(_ text: String, toBytes out: inout [UInt8]) {
+        guard needsEscaping(text) else {
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: text.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        var escaped = ""
+        appendQuoted(text, to: &escaped)
+        out.append(contentsOf: escaped.utf8)
+    }
+
     /// True when `text` holds a control character, a quote or a backslash. A plain loop over the contiguous
     /// UTF-8 of a native string (a closure-taking `contains(where:)` showed up in profiles of discovery).
     @inline(__always)
