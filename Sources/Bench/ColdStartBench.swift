@@ -49,7 +49,7 @@ enum ColdStartBench {
             try await client.subscribeAndWait(["lbs/device/+", "lbs/bridge/state"], qos: .atMostOnce, timeout: .seconds(5))
         }
 
-        /// Waits until every milestone passed or nothing new came for 2 s.
+        /// Waits until every milestone passed or nothing new came for 5 s.
         func wait() async -> Seen {
             var seen = -1
             var quietSince = ContinuousClock.now
@@ -57,7 +57,9 @@ enum ColdStartBench {
                 let now = tally.state.withLock { $0 }
                 if now.all != nil, now.online != nil { return now }
                 if now.count != seen { seen = now.count; quietSince = .now }
-                if ContinuousClock.now - quietSince > .seconds(2) { return now }
+                // Restored devices with counters wait for the broker's retained copies (a SUBSCRIBE behind the
+                // start-up publishes, then a 500 ms grace): their states can come seconds after the first ones.
+                if ContinuousClock.now - quietSince > .seconds(5) { return now }
                 try? await Task.sleep(for: .milliseconds(1))
             }
         }
@@ -77,7 +79,10 @@ enum ColdStartBench {
         // Every device's state published (so the vendor reported it); the clean stop then writes what waits behind.
         let published = try await DeliveryCounter(url: broker.url, filter: "lbs/device/+")
         let filler = try ProcessRunner(executable: binary, arguments: ["run", "--config", fill], outputDirectory: directory.path, name: "fill")
-        let seen = await published.waitFor(devices)
+        // Up to 60 s (a loaded box starts slowly; DeliveryCounter's 2 s quiet rule would end before the first state).
+        let deadline = ContinuousClock.now + .seconds(60)
+        while published.count < devices, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let seen = published.count
         _ = await filler.stop()
         await published.client.shutdown()
         guard seen >= devices else { throw TestSupportError("the fill gateway published \(seen) of \(devices) states") }

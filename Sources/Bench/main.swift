@@ -184,13 +184,18 @@ if mode == "coldstart" || mode == "all" {
     var results: [ColdStartBench.Result] = []
     for _ in 0..<runs { results.append(try await ColdStartBench.run(database: database, devices: 1000, directory: directory)) }
     directory.remove()
-    func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-    func list(_ values: [Double]) -> String { values.map { String(format: "%.0f", $0) }.joined(separator: ", ") }
+    // Medians over the runs that reached the milestone (a run that did not shows as "-").
+    func median(_ values: [Double]) -> Double {
+        let reached = values.filter { !$0.isNaN }.sorted()
+        return reached.isEmpty ? .nan : reached[reached.count / 2]
+    }
+    func list(_ values: [Double]) -> String { values.map { $0.isNaN ? "-" : String(format: "%.0f", $0) }.joined(separator: ", ") }
     line("cold_start_first_state", String(format: "%.0f ms median of %d (%@)", median(results.map(\.firstState)), runs, list(results.map(\.firstState))))
     line("cold_start_online", String(format: "%.0f ms median (%@)", median(results.map(\.online)), list(results.map(\.online))))
-    line("cold_start_to_cached_state_1000_devices", String(format: "%.0f ms median from exec (%@; %d of 1000 stale states in the median run; target < 150 ms)",
-                                                         median(results.map(\.allStates)), list(results.map(\.allStates)),
-                                                         results.sorted { $0.allStates < $1.allStates }[runs / 2].received))
+    let complete = results.filter { !$0.allStates.isNaN }.count
+    line("cold_start_to_cached_state_1000_devices", String(format: "%.0f ms median from exec of the %d of %d runs in which all 1,000 stale states arrived (%@; fewest received: %d; target < 150 ms)",
+                                                         median(results.map(\.allStates)), complete, runs, list(results.map(\.allStates)),
+                                                         results.map(\.received).min() ?? 0))
 }
 
 if mode == "cache" || mode == "all" {
