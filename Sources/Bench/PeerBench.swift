@@ -105,33 +105,12 @@ enum PeerBench {
                                         outputDirectory: directory.path, name: "gateway")
         }
 
-        let client = try MQTTClient(configuration: MQTTConfiguration(url: broker.url, clientID: "bench-peer-client"))
-        let (seen, continuation) = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .unbounded)
-        let inbound = client.messages
-        let forward = Task { for await message in inbound { continuation.yield(message.payload) } }
-        client.start()
-        try await waitUntil("bench client connected", timeout: .seconds(10)) { client.isConnected }
-        try await client.subscribeAndWait(["\(base)/device/\(device)"], qos: .atMostOnce, timeout: .seconds(5))
-        var iterator = seen.makeAsyncIterator()
-        // The system's first state of the light (after its login and first listing).
-        _ = await iterator.next()
-        var samples: [Double] = []
-        for index in 0..<(iterations + 20) {
-            let word = index.isMultiple(of: 2) ? "OFF" : "ON"
-            let needle = Array(#""state":"\#(word)""#.utf8)
-            let start = ContinuousClock.now
-            client.publish("\(base)/device/\(device)/set", Array(#"{"state":"\#(word)"}"#.utf8), qos: .atMostOnce)
-            while let payload = await iterator.next() {
-                if payload.firstRange(of: needle) != nil { break }
-            }
-            if index >= 20 { samples.append((ContinuousClock.now - start).inSeconds * 1000) }
-        }
+        var samples = try await StorageBench.switchRoundTrips(brokerURL: broker.url, clientID: "bench-peer-client",
+                                                              stateTopic: "\(base)/device/\(device)", iterations: iterations)
         try await Task.sleep(for: .seconds(3))
         let status = (try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8)) ?? ""
         let rss = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
             .flatMap { Int($0.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "") } ?? -1
-        forward.cancel()
-        await client.shutdown()
         _ = await process.stop()
         _ = await backend.stop()
         await broker.stop()

@@ -127,22 +127,31 @@ enum StorageBench {
         """.write(toFile: config, atomically: true, encoding: .utf8)
         let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway")
 
-        let client = try MQTTClient(configuration: MQTTConfiguration(url: broker.url, clientID: "bench-storage-client-\(storage)-\(vendor.device)"))
+        let samples = try await switchRoundTrips(brokerURL: broker.url, clientID: "bench-storage-client-\(storage)-\(vendor.device)",
+                                                 stateTopic: "\(topicBase)/device/\(vendor.device)", iterations: iterations)
+        _ = await process.stop()
+        return samples.sorted()
+    }
+
+    /// `{"state":"ON"|"OFF"}` to `<stateTopic>/set`, alternating, timed until the state shows it: `iterations`
+    /// round trips after 20 warm-ups, after the system's first state. Shared by `storage` and `peer`.
+    static func switchRoundTrips(brokerURL: String, clientID: String, stateTopic: String, iterations: Int) async throws -> [Double] {
+        let client = try MQTTClient(configuration: MQTTConfiguration(url: brokerURL, clientID: clientID))
         let (seen, continuation) = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .unbounded)
         let inbound = client.messages
         let forward = Task { for await message in inbound { continuation.yield(message.payload) } }
         client.start()
         try await waitUntil("bench client connected", timeout: .seconds(10)) { client.isConnected }
-        try await client.subscribeAndWait(["\(topicBase)/device/\(vendor.device)"], qos: .atMostOnce, timeout: .seconds(5))
+        try await client.subscribeAndWait([stateTopic], qos: .atMostOnce, timeout: .seconds(5))
         var iterator = seen.makeAsyncIterator()
-        // The gateway's first state of the light (after its login and first poll).
+        // The system's first state of the device (after its login and first poll).
         _ = await iterator.next()
         var samples: [Double] = []
         for index in 0..<(iterations + 20) {
             let word = index.isMultiple(of: 2) ? "OFF" : "ON"
             let needle = Array(#""state":"\#(word)""#.utf8)
             let start = ContinuousClock.now
-            client.publish("\(topicBase)/device/\(vendor.device)/set", Array(#"{"state":"\#(word)"}"#.utf8), qos: .atMostOnce)
+            client.publish("\(stateTopic)/set", Array(#"{"state":"\#(word)"}"#.utf8), qos: .atMostOnce)
             while let payload = await iterator.next() {
                 if payload.firstRange(of: needle) != nil { break }
             }
@@ -150,7 +159,6 @@ enum StorageBench {
         }
         forward.cancel()
         await client.shutdown()
-        _ = await process.stop()
-        return samples.sorted()
+        return samples
     }
 }
