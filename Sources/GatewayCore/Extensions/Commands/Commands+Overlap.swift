@@ -45,7 +45,7 @@ extension Commands {
             job.storedSending = failure == nil
             if let failure, hub.config.commands.whenStorageFails == .refuse {
                 refusedCount += 1
-                return refuse(job, storageError(failure))
+                return refuse(job, failure)
             }
             return await runCommand(job)
         }
@@ -74,13 +74,14 @@ extension Commands {
 /// The outcome of one outbox commit, awaited by the command sent while it ran.
 @GatewayActor
 package final class OutboxCommit {
-    private var outcome: (any Error)??
-    private var waiters: [CheckedContinuation<(any Error)?, Never>] = []
+    // The sender's error as `storeInOutbox` made it (passed on as is, not wrapped a second time).
+    private var outcome: GatewayError??
+    private var waiters: [CheckedContinuation<GatewayError?, Never>] = []
 
     package init() {}
 
     /// Records the commit's outcome (nil: durable) and wakes whoever waits.
-    package func resolve(_ failure: (any Error)?) {
+    package func resolve(_ failure: GatewayError?) {
         guard outcome == nil else { return }
         outcome = .some(failure)
         for waiter in waiters { waiter.resume(returning: failure) }
@@ -88,7 +89,7 @@ package final class OutboxCommit {
     }
 
     /// The commit's outcome, once known (nil: durable).
-    package func wait() async -> (any Error)? {
+    package func wait() async -> GatewayError? {
         if let outcome { return outcome }
         return await withCheckedContinuation { waiters.append($0) }
     }
