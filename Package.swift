@@ -106,6 +106,13 @@ let package = Package(
         .systemLibrary(name: "COpenSSLCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "ModularPower", dependencies: ["COpenSSLCrypto", .product(name: "BigInt", package: "BigInt")], swiftSettings: strict),
         .target(name: "CurlHTTP", dependencies: ["CCurl"], swiftSettings: strict),
+        // The HomeKit Accessory Protocol's core, both sides: TLV8, SRP-6a, pair setup and verify, the encrypted
+        // session's frames, HTTP messages, the attribute database. No sockets: the vendor and the bridge bring those.
+        .target(
+            name: "HAP",
+            dependencies: ["GatewayModel", "ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict + fuzzed
+        ),
 
         // The normalized model every vendor produces and the publisher consumes.
         .target(name: "GatewayModel", swiftSettings: strict + fuzzed),
@@ -233,6 +240,7 @@ let package = Package(
 
         .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),
         .testTarget(name: "MQTTTests", dependencies: ["TestTraits", "MQTT", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(name: "HAPTests", dependencies: ["HAP", "GatewayModel"], swiftSettings: strict),
         .testTarget(name: "CurlHTTPTests", dependencies: ["TestTraits", "CurlHTTP", "ConsciousnessSimulator", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "ResilienceTests", dependencies: ["TestTraits", "Resilience", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "CacheTests", dependencies: ["TestTraits", "Cache", "GatewayTesting"], swiftSettings: strict),
