@@ -31,6 +31,8 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Emporia", ["ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")]),
     ("Sense", [.product(name: "WSClient", package: "swift-websocket"), .product(name: "Crypto", package: "swift-crypto")]),
     ("Matter", [.product(name: "WSClient", package: "swift-websocket")]),
+    // HomeKit accessories over HAP (IP): the protocol core, and NIO's TCP client for the sessions.
+    ("HomeKit", ["HAP", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]),
 ]
 let vendorTargets: [Target.Dependency] = vendors.map { .target(name: "Vendor\($0.name)") }
 
@@ -88,6 +90,8 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/attaswift/BigInt.git", from: "6.0.1"),
+        // Already there for swift-websocket and Hummingbird; named for the HomeKit vendor's TCP sessions.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -248,7 +252,7 @@ let package = Package(
             name: "VendorTests",
             dependencies: ["TestTraits", "VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "LBSGatewayApp", "GatewayCore", "GatewayModel", "Resilience", "CurlHTTP",
                            .product(name: "Logging", package: "swift-log"), .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "BigInt", package: "BigInt"), "ModularPower",
-                           .product(name: "WSClient", package: "swift-websocket")] + vendorTargets,
+                           .product(name: "WSClient", package: "swift-websocket"), "HAP"] + vendorTargets,
             swiftSettings: strict
         ),
         .testTarget(

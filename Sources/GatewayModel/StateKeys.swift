@@ -91,6 +91,8 @@ public enum StateKeys {
     public static let pm10 = KeySpec("pm10", label: "PM10", unit: "µg/m³", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
     public static let illuminance = KeySpec("illuminance", label: "Illuminance", unit: "lx", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
     public static let motion = KeySpec("motion", label: "Motion", kind: .bool, category: .environment)
+    /// Someone is in the room (an occupancy sensor: presence, not movement).
+    public static let occupancy = KeySpec("occupancy", label: "Occupancy", kind: .bool, category: .environment)
     /// Sound level, A-weighted.
     public static let noise = KeySpec("noise", label: "Noise", unit: "dBA", kind: .number(min: 0, max: nil), series: .measurement, category: .environment)
     public static let dewPoint = KeySpec("dew_point", label: "Dew point", unit: "°C", kind: .number(min: nil, max: nil), series: .measurement, category: .environment)
@@ -169,6 +171,10 @@ public enum StateKeys {
 
     // Status
     public static let battery = KeySpec("battery", label: "Battery", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
+    /// The device says its battery is low (devices that report no level, or a flag beside it).
+    public static let batteryLow = KeySpec("battery_low", label: "Battery low", kind: .bool)
+    /// A valve or outlet is in use (water flows; a load draws power).
+    public static let inUse = KeySpec("in_use", label: "In use", kind: .bool)
     /// The vendor's own time of the reading (ISO 8601), where it gives one apart from the gateway's `last_seen`.
     public static let reportedAt = KeySpec("reported_at", label: "Reported at", kind: .text)
     public static let awarenessLevel = KeySpec("awareness_level", label: "Awareness", unit: "%", kind: .number(min: 0, max: 100), series: .measurement)
@@ -187,12 +193,12 @@ public enum StateKeys {
 
     public static let all: [KeySpec] = [
         state, brightness, colorTempKelvin, color, colorMode, lock, cover, position, targetTemperature, hvacMode, hvacAction, fanMode, fanSpeed,
-        temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion, noise, dewPoint, score, leak,
+        temperature, humidity, co2, voc, vocPpb, pm25, pm10, illuminance, motion, occupancy, noise, dewPoint, score, leak,
         waterLeak, contact, smoke, carbonMonoxide, co, airQuality,
         power, energy, solarPower, gridPower, batteryPower, homePower, batteryLevel,
         solarEnergy, gridImportEnergy, gridExportEnergy, batteryChargeEnergy, batteryDischargeEnergy, homeEnergy,
         waterFlow, waterVolume, gasVolume, maxPower, gridStatus, backupReserve, chargingCurrent, chargingState, supplyState, operationMode,
-        voltage, current, frequency, battery, reportedAt, awarenessLevel, emotion, arousal, valence,
+        voltage, current, frequency, battery, batteryLow, inUse, reportedAt, awarenessLevel, emotion, arousal, valence,
         recording, motionDetection, nightVision, volume, playing, track, autoLock, wifiSignal,
     ] + phases
 

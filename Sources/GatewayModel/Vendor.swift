@@ -54,6 +54,16 @@ public struct VendorEventSink: Sendable {
     public func send(_ event: VendorEvent) { deliver(event) }
 }
 
+/// A vendor with bridge requests of its own, named after its type (`<base>/bridge/request/homekit/pair`).
+/// The gateway hands it a request's JSON object and publishes what it returns as the response's `data`;
+/// a thrown `GatewayError` becomes an error response. With several instances of one type, the request's
+/// `"vendor"` names the instance (it may be left out when there is only one).
+public protocol VendorRequestHandling: Vendor {
+    /// The names it answers, each starting with its type and a slash: `homekit/pair`.
+    var requestNames: [String] { get }
+    func request(_ name: String, body: [String: JSONValue]) async throws -> JSONValue
+}
+
 /// One vendor instance (`vendors[]` entry). Everything that knows a vendor's wire format
 /// lives behind this protocol, in the vendor's own folder.
 public protocol Vendor: Sendable {

@@ -36,6 +36,10 @@ public struct VendorHealth: Sendable, Hashable {
     public var nextAttempt: Date?
     /// Budget use per window, e.g. `["day": ["used": 12, "limit": 300, "resets_at": <unix s>]]`.
     public var quota: [String: [String: Double]]
+    /// The vendor reports each device's availability itself (`VendorEvent.availability`): a vendor of several
+    /// independent connections (HomeKit accessories) is `degraded` while one is away, and that one's devices
+    /// stay offline. Only `down` then takes every device offline.
+    public var devicesReportAvailability = false
 
     public init(
         vendorID: String, state: State, breaker: String? = "closed", lastSuccess: Date? = nil,

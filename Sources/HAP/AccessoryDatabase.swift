@@ -49,6 +49,21 @@ public struct HAPCharacteristic: Sendable, Equatable {
     public var validValues: [Int]?
     public var description: String?
 
+    public init(iid: Int, type: HAPType, perms: Set<String>, format: String, value: JSONValue? = nil, unit: String? = nil,
+                minValue: Double? = nil, maxValue: Double? = nil, minStep: Double? = nil, validValues: [Int]? = nil, description: String? = nil) {
+        self.iid = iid
+        self.type = type
+        self.perms = perms
+        self.format = format
+        self.value = value
+        self.unit = unit
+        self.minValue = minValue
+        self.maxValue = maxValue
+        self.minStep = minStep
+        self.validValues = validValues
+        self.description = description
+    }
+
     public var readable: Bool { perms.contains("pr") }
     public var writable: Bool { perms.contains("pw") }
     public var notifies: Bool { perms.contains("ev") }
@@ -63,6 +78,14 @@ public struct HAPService: Sendable, Equatable {
     public var hidden: Bool
     public var characteristics: [HAPCharacteristic]
 
+    public init(iid: Int, type: HAPType, primary: Bool = false, hidden: Bool = false, characteristics: [HAPCharacteristic]) {
+        self.iid = iid
+        self.type = type
+        self.primary = primary
+        self.hidden = hidden
+        self.characteristics = characteristics
+    }
+
     public func characteristic(_ type: HAPType) -> HAPCharacteristic? {
         characteristics.first { $0.type == type }
     }
@@ -71,6 +94,11 @@ public struct HAPService: Sendable, Equatable {
 public struct HAPAccessory: Sendable, Equatable {
     public var aid: Int
     public var services: [HAPService]
+
+    public init(aid: Int, services: [HAPService]) {
+        self.aid = aid
+        self.services = services
+    }
 
     public func services(_ type: HAPType) -> [HAPService] { services.filter { $0.type == type } }
 }

@@ -5,6 +5,7 @@ import VendorEmporia
 import VendorEnphase
 import VendorFlume
 import VendorGreenButton
+import VendorHomeKit
 import VendorKit
 import VendorNeurio
 import VendorPowerwall
@@ -31,5 +32,6 @@ public enum VendorRegistry {
         EmporiaVendorFactory.self,
         SenseVendorFactory.self,
         MatterVendorFactory.self,
+        HomeKitVendorFactory.self,
     ]
 }

@@ -30,10 +30,14 @@ public protocol VendorFactory: SendableMetatype {
 
     /// State keys only this vendor reports, beyond the model's (`StateKeys`); registered by the gateway at start.
     static var stateKeys: [KeySpec] { get }
+
+    /// Why an entry of this type cannot run without `storage:` (check-config says it); nil when it can.
+    static var requiresStorage: String? { get }
 }
 
 extension VendorFactory {
     public static var stateKeys: [KeySpec] { [] }
+    public static var requiresStorage: String? { nil }
 
     /// True when entries have a `url` and a `tls` policy.
     public static var isNetworkVendor: Bool { network != nil }

@@ -64,6 +64,11 @@ public struct VendorCatalog: Sendable {
         guard config.storage == nil else { return [] }
         var problems: [ConfigProblem] = []
         for vendor in config.vendors {
+            if let reason = factory(for: vendor.type)?.requiresStorage {
+                problems.append(ConfigProblem(path: "\(vendor.path).type", message: "type: \(vendor.type) needs storage: \(reason)",
+                                              fix: "add 'storage: {path: /var/lib/lbs-gateway/gateway.sqlite}'"))
+                continue
+            }
             guard let endpoint = tlsEndpoint(vendor), endpoint.policy == .firstUse else { continue }
             let written = vendor.options["tls"] != nil
             problems.append(ConfigProblem(

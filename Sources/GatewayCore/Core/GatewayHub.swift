@@ -406,6 +406,7 @@ package final class GatewayHub {
         // `ok` a vendor reports before its first call; before that their availability stays as it was.
         let online = health.state != .down && answeredVendors.contains(health.vendorID)
         guard health.state == .down || online else { return }
+        if online, health.devicesReportAvailability { return }
         for device in devices.values where device.vendorID == health.vendorID && availability[device.id] != online {
             setAvailability(device.id, online)
         }

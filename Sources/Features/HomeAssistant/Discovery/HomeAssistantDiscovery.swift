@@ -491,6 +491,7 @@ package enum SensorMapping {
     /// Home Assistant's binary_sensor device_class per boolean key.
     package static let binaryClasses: [String: String] = [
         "motion": "motion", "leak": "moisture", "water_leak": "moisture", "contact": "door", "smoke": "smoke", "carbon_monoxide": "carbon_monoxide",
+        "occupancy": "occupancy", "battery_low": "battery", "in_use": "running",
     ]
 
     /// `suggested_display_precision` per key: what a reading is worth showing (vendors send 44.628 %).

@@ -98,8 +98,45 @@ package final class BridgeAPI: GatewayExtension {
         default:
             if let owner = hub.requestOwner(name) {
                 owner.request(name, body: body, reply: reply, context: context)
+            } else if let handlers = vendorHandlers(for: name) {
+                vendorRequest(name, body: body, handlers: handlers, reply: reply, context: context)
             } else {
                 hub.fail(.unknownRequest(name), device: nil, context: context, reply: reply)
+            }
+        }
+    }
+
+    /// The vendors that answer `name` (`homekit/pair`), or nil when none does.
+    private func vendorHandlers(for name: String) -> [any VendorRequestHandling]? {
+        let handlers = hub.vendors.values.compactMap { $0 as? any VendorRequestHandling }.filter { $0.requestNames.contains(name) }
+        return handlers.isEmpty ? nil : handlers.sorted { $0.instanceID < $1.instanceID }
+    }
+
+    /// Hands a vendor's own request to the instance `"vendor"` names (or the only one), and answers with its result.
+    private func vendorRequest(_ name: String, body: [String: JSONValue], handlers: [any VendorRequestHandling], reply: Reply, context: JSON) {
+        let handler: any VendorRequestHandling
+        switch body["vendor"] {
+        case .string(let id)?:
+            guard let named = handlers.first(where: { $0.instanceID == id }) else {
+                return hub.fail(.invalidPayload("no vendor '\(GatewayError.clip(id))' answers \(name); vendors that do: \(handlers.map(\.instanceID).joined(separator: ", "))"),
+                                device: nil, context: context, reply: reply)
+            }
+            handler = named
+        case nil where handlers.count == 1:
+            handler = handlers[0]
+        default:
+            return hub.fail(.invalidPayload("\(name) needs \"vendor\": one of \(handlers.map(\.instanceID).joined(separator: ", "))"),
+                            device: nil, context: context, reply: reply)
+        }
+        let hub = self.hub
+        hub.tasks.spawn {
+            do {
+                let data = try await handler.request(name, body: body)
+                hub.respond(reply, status: "ok", data: data, error: nil)
+            } catch let error as GatewayError {
+                hub.fail(error, device: nil, context: context, reply: reply)
+            } catch {
+                hub.fail(GatewayError(.internal, message: "\(name) failed: \(error)"), device: nil, context: context, reply: reply)
             }
         }
     }
