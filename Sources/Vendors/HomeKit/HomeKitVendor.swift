@@ -468,7 +468,10 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
             }
             throw GatewayError(.vendorRejected, message: "The HomeKit accessory '\(link.name)' refused the write: \(Self.statusText(response)).")
         }
-        return CommandOutcome(confirmed: [:])
+        // HAP sends no event to the controller that wrote: the accepted values are the confirmation, for the keys
+        // they make by themselves (a lock's state still comes from Lock Current State when it moves).
+        let confirmed = link.apply(writes).first { $0.0 == plan.device.id }?.1 ?? [:]
+        return CommandOutcome(confirmed: confirmed)
     }
 
     /// HAP status codes in the gateway's error taxonomy.

@@ -1,0 +1,88 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import GatewayTesting
+
+/// A real HomeKit accessory: HAP-python 5.0.0 serving a recorded `/accessories` dump (`deploy/homekit/hap-peer.py`),
+/// with real pair-setup, pair-verify, encryption and events. Stock HAP-python's SRP (its K truncation included).
+/// Needs `LBS_HAP_PYTHON`, the venv's python (`deploy/homekit/peer-setup.sh`; `.ci/run` sets it).
+final class HAPPeer: Sendable {
+    static let python = ProcessInfo.processInfo.environment["LBS_HAP_PYTHON"].flatMap { $0.isEmpty ? nil : $0 }
+    static let enabled = python != nil
+
+    let process: ProcessRunner
+    let port: Int
+    let controlPort: Int
+    let accessoryID: String
+    let setupCode: String
+    let stateDirectory: String
+
+    private init(process: ProcessRunner, port: Int, controlPort: Int, accessoryID: String, setupCode: String, stateDirectory: String) {
+        self.process = process
+        self.port = port
+        self.controlPort = controlPort
+        self.accessoryID = accessoryID
+        self.setupCode = setupCode
+        self.stateDirectory = stateDirectory
+    }
+
+    /// Starts the peer on `fixture` (a file in Tests/Fixtures/homekit); `port` 0 picks a free one. The same
+    /// `stateDirectory` again keeps its id, keys and pairings (a restarted accessory).
+    static func start(fixture: String, stateDirectory: String, port: Int = 0, setupCode: String = "031-45-154") async throws -> HAPPeer {
+        guard let python else { throw TestSupportError("LBS_HAP_PYTHON is not set") }
+        let script = (Fixtures.packageRoot() ?? ".") + "/deploy/homekit/hap-peer.py"
+        try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+        let process = try ProcessRunner(
+            executable: python,
+            arguments: [script, "--fixture", Fixtures.path("homekit", fixture), "--state-dir", stateDirectory, "--port", String(port),
+                        "--setup-code", setupCode, "--stock-srp"],
+            outputDirectory: stateDirectory, name: "hap-peer-\(UInt32.random(in: 0...UInt32.max))"
+        )
+        var ready: [String: Any]?
+        try await waitUntil("the HAP peer on \(fixture) is ready: \(process.standardError().suffix(2000))", timeout: .seconds(30)) {
+            if !process.isRunning { throw TestSupportError("the HAP peer exited: \(process.standardError().suffix(2000))") }
+            let line = process.standardOutput().split(separator: "\n").first.map(String.init) ?? ""
+            ready = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+            return ready != nil
+        }
+        guard let ready, let port = ready["port"] as? Int, let control = ready["control_port"] as? Int, let id = ready["id"] as? String else {
+            throw TestSupportError("the HAP peer's ready line is incomplete")
+        }
+        return HAPPeer(process: process, port: port, controlPort: control, accessoryID: id, setupCode: setupCode, stateDirectory: stateDirectory)
+    }
+
+    func stop() async {
+        _ = await process.stop(grace: .seconds(5))
+    }
+
+    /// A change on the accessory's side (a person at the thermostat): subscribed controllers get an event.
+    func set(aid: Int, iid: Int, value: Any) async throws {
+        _ = try await control("POST", "/set", body: ["aid": aid, "iid": iid, "value": value, "force": true])
+    }
+
+    /// What controllers wrote, in order.
+    func writes() async throws -> [[String: Any]] {
+        try await control("GET", "/writes") as? [[String: Any]] ?? []
+    }
+
+    func pairings() async throws -> [[String: Any]] {
+        try await control("GET", "/pairings") as? [[String: Any]] ?? []
+    }
+
+    /// A reset on the accessory: every pairing forgotten, sessions closed.
+    func unpairAll() async throws {
+        _ = try await control("POST", "/unpair-all", body: [:])
+    }
+
+    private func control(_ method: String, _ path: String, body: [String: Any]? = nil) async throws -> Any {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(controlPort)\(path)")!)
+        request.httpMethod = method
+        if let body {
+            request.httpBody = try JSONSerialization.data(withJSONObject: body)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, _) = try await URLSession.shared.data(for: request)
+        return try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+    }
+}

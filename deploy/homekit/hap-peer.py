@@ -1,0 +1,696 @@
+#!/usr/bin/env python3
+"""hap-peer: a real HomeKit (HAP over IP) accessory that replays a recorded accessory database.
+
+Built on HAP-python 5.0.0 (pair-setup, pair-verify, encrypted sessions, events and the
+persist file are HAP-python's own). It serves one `/accessories` dump from
+Tests/Fixtures/homekit/ so that lbs-gateway's HomeKit controller can be tested against a
+real peer. Run it with the venv's python (deploy/homekit/peer-setup.sh prints its path):
+
+    $PY deploy/homekit/hap-peer.py --fixture Tests/Fixtures/homekit/ecobee3.json --state-dir /tmp/peer1 \
+        [--port 0] [--setup-code 031-45-154] [--control-port 0] [--name NAME] [--advertise]
+
+When ready it prints exactly one line to stdout (then logs to stderr only):
+
+    {"port":P,"control_port":C,"id":"XX:XX:XX:XX:XX:XX","setup_code":"031-45-154","c#":N}
+
+--state-dir/accessory.state is HAP-python's persist file: accessory id, long-term keys, c# and
+the pairings survive a restart (c# goes up when the served database changes). Values do not:
+a restart serves the recorded values again. SIGTERM/SIGINT stop it cleanly (exit 0).
+
+Served database vs the fixture (checked with GET /accessories over an aiohomekit session,
+see aiohomekit-check.py --compare): aids, iids, service/characteristic types (exactly as
+recorded: short "3E" or full UUID, original letter case), perms, format (including a recorded
+`"format": null`), unit, minValue/maxValue/minStep/maxLen/valid-values, description,
+primary/hidden/linked and the recorded values come out identical, in the recorded key order.
+What differs:
+  * per-connection `"ev"` flags present in some dumps are not served (HAP puts `ev` in
+    /accessories only to say whether *this* connection is subscribed); none of the six
+    fixtures here has one.
+  * values are the *current* values: after a controller write or a POST /set they differ
+    from the recording (that is the point). Reads return HAP-python's stored value; values
+    are never re-validated, so recorded out-of-range values (schlage_sense 1.27 = 0 with
+    minValue 1) are served as recorded. Controller writes and /set go through HAP-python's
+    Characteristic.to_valid_value: numbers are rounded to minStep and clamped to
+    minValue/maxValue, strings cut to maxLen (64 when absent), bools coerced.
+  * the accessory's own Pairing service (0x55) in some dumps is served as ordinary
+    characteristics (perms [] / value null); pairing itself is HAP-python's /pair-setup etc.
+  * HAP-python keeps one IID map per accessory; where a dump reuses one number for a service
+    and a characteristic (schlage_sense: 30, 34, 39), /characteristics reads and writes
+    resolve the number to the characteristic.
+Beyond stock HAP-python (both switchable):
+  * --stock-srp off (default): the SRP leading-zero bug is fixed (B sent padded to 384 bytes,
+    K = SHA-512(PAD(S)) as 64 bytes). Stock HAP-python 5.0.0 failed 7 of 500 pair-setups
+    with aiohomekit (which pads as RFC 5054 says) when B, S or K start with a 0x00 byte; the
+    fixed server passed 1,500 of 1,500.
+  * --permissive off (default): /characteristics answers like real accessories: -70409 for an
+    unknown aid.iid, -70404 for a write to a characteristic without "pw", -70405 for a read of
+    one without "pr", -70406 for ev:true on one without "ev", -70410 for a write outside
+    valid-values (stock HAP-python accepts the first four and answers -70402 to the last).
+
+Control channel (plain HTTP/1.1 + JSON on 127.0.0.1:control_port, served on HAP-python's own
+event loop, so no locking is needed):
+    POST /set {"aid":1,"iid":9,"value":22.5[,"force":true]}  value change on the accessory side;
+         subscribed controllers get an EVENT (HAP-python coalesces events for 0.5 s and only
+         sends one when the value changed, unless "force") -> {"ok":true,"value":<stored>}
+    GET  /values      {"1.9":22.5,...} every characteristic's current value
+    GET  /writes      [{"aid":1,"iid":9,"value":...},...] controller writes in order (value as
+                      the controller sent it; /values shows it after HAP-python's validation)
+    GET  /pairings    [{"id":"<controller pairing id>","admin":true},...]
+    POST /unpair-all  forget every pairing (user reset); open HAP sessions are closed
+    GET  /accessories the served database (same JSON a controller gets)
+    GET  /info        the ready line again
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import urlsplit
+
+from pyhap import hap_handler, hsrp
+from pyhap.accessory import Accessory, Bridge
+from pyhap.accessory_driver import AccessoryDriver
+from pyhap.characteristic import Characteristic
+from pyhap.const import CATEGORY_BRIDGE, CATEGORY_OTHER
+from pyhap.iid_manager import IIDManager
+from pyhap.service import Service
+from pyhap.util import hap_type_to_uuid, long_to_bytes
+
+logger = logging.getLogger("hap-peer")
+
+STATUS_OK = 0
+STATUS_READ_ONLY = -70404
+STATUS_WRITE_ONLY = -70405
+STATUS_NO_NOTIFY = -70406
+STATUS_NO_RESOURCE = -70409
+STATUS_INVALID_VALUE = -70410
+
+# Category advertised in mDNS (ci=) from the primary service of aid 1; only used with --advertise.
+CATEGORY_BY_SERVICE = {
+    "43": 5, "45": 6, "47": 7, "49": 8, "4A": 9, "BC": 20, "D7": 21, "BD": 22,
+    "8C": 14, "8B": 13, "81": 12, "41": 4, "40": 3, "B7": 3, "BB": 19, "CF": 28,
+    "D8": 31, "7E": 11, "110": 17, "121": 18, "8D": 10, "8A": 10, "82": 10, "97": 10,
+    "85": 10, "86": 10, "84": 10, "83": 10, "80": 10, "87": 10, "7F": 10, "89": 15,
+}
+
+
+def short_type(type_str: str) -> str:
+    """Apple's short form of a type ("0000003E-0000-1000-8000-0026BB765291" -> "3E")."""
+    t = type_str.upper()
+    if t.endswith("-0000-1000-8000-0026BB765291"):
+        return t.split("-", 1)[0].lstrip("0") or "0"
+    return t
+
+
+# ---------------------------------------------------------------------------
+# Accessory database replay
+# ---------------------------------------------------------------------------
+
+
+class RecordedIIDs(IIDManager):
+    """IID manager that hands out the iids recorded in the fixture.
+
+    Services are kept apart from characteristics: real devices sometimes reuse one number
+    for a service and a characteristic, and get_obj() (used for reads and writes) must
+    return the characteristic.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.services: Dict[int, Service] = {}
+
+    def get_iid_for_obj(self, obj) -> int:
+        return int(obj.rec["iid"])
+
+    def assign(self, obj) -> None:
+        iid = self.get_iid_for_obj(obj)
+        self.iids[obj] = iid
+        if isinstance(obj, Service):
+            self.services[iid] = obj
+            return
+        if iid in self.objs:
+            logger.warning("iid %s used by two characteristics; the later one wins", iid)
+        self.objs[iid] = obj
+        self.counter = max(self.counter, iid)
+
+
+class ReplayCharacteristic(Characteristic):
+    """A characteristic whose metadata and initial value are exactly the recorded ones."""
+
+    def __init__(self, rec: Dict[str, Any], peer: "Peer") -> None:
+        self.rec = rec
+        self.peer = peer
+        props: Dict[str, Any] = {
+            "Format": rec.get("format"),
+            "Permissions": list(rec.get("perms") or []),
+        }
+        for key in ("minValue", "maxValue", "minStep", "unit"):
+            if rec.get(key) is not None:
+                props[key] = rec[key]
+        if isinstance(rec.get("maxLen"), int) and rec["maxLen"] <= 256:
+            props["maxLen"] = rec["maxLen"]
+        if isinstance(rec.get("valid-values"), list):
+            props["ValidValues"] = {str(v): v for v in rec["valid-values"]}
+        super().__init__(
+            rec.get("description") or rec.get("type"),
+            hap_type_to_uuid(str(rec["type"])),
+            props,
+        )
+        self._value = rec.get("value")
+
+    def _get_default_value(self) -> Any:
+        # HAP-python would derive a default from the format (and fail on "format": null);
+        # the recorded value is set right after construction instead.
+        return None
+
+    @property
+    def aid(self) -> int:
+        return self.broker.aid
+
+    @property
+    def iid(self) -> int:
+        return int(self.rec["iid"])
+
+    @property
+    def perms(self) -> List[str]:
+        return self._properties["Permissions"]
+
+    def client_update_value(self, value, sender_client_addr=None):
+        self.peer.writes.append({"aid": self.aid, "iid": self.iid, "value": value})
+        logger.info("controller %s wrote %s.%s = %r", sender_client_addr, self.aid, self.iid, value)
+        return super().client_update_value(value, sender_client_addr)
+
+    def to_HAP(self, include_value: bool = True) -> Dict[str, Any]:
+        rep: Dict[str, Any] = {}
+        for key, val in self.rec.items():
+            if key == "value":
+                if include_value:
+                    rep["value"] = self.get_value()
+            elif key == "ev":
+                continue  # per-connection subscription state, not part of the database
+            else:
+                rep[key] = val
+        return rep
+
+
+class ReplayService(Service):
+    def __init__(self, rec: Dict[str, Any]) -> None:
+        super().__init__(hap_type_to_uuid(str(rec["type"])), short_type(str(rec["type"])))
+        self.rec = rec
+        if "primary" in rec:
+            self.is_primary_service = rec["primary"]
+
+    def to_HAP(self, include_value: bool = True) -> Dict[str, Any]:
+        rep: Dict[str, Any] = {}
+        for key, val in self.rec.items():
+            if key == "characteristics":
+                rep[key] = [c.to_HAP(include_value) for c in self.characteristics]
+            else:
+                rep[key] = val
+        return rep
+
+
+class ReplayMixin:
+    """Replaces HAP-python's generated services with the recorded ones."""
+
+    rec: Dict[str, Any]
+
+    def add_info_service(self) -> None:  # HAP-python would add its own 0x3E service
+        pass
+
+    def add_protocol_version_service(self) -> None:  # ... and its own 0xA2 service
+        pass
+
+    def setup_message(self) -> None:  # HAP-python prints this to stdout
+        logger.info("not paired; setup code %s", self.driver.state.pincode.decode())
+
+    def load_services(self, rec: Dict[str, Any], peer: "Peer") -> None:
+        self.rec = rec
+        for srec in rec.get("services", []):
+            service = ReplayService(srec)
+            for crec in srec.get("characteristics", []):
+                char = ReplayCharacteristic(crec, peer)
+                char.service = service
+                service.characteristics.append(char)  # no de-duplication by type
+            self.add_service(service)  # sets broker, assigns the recorded iids
+
+    def hap_repr(self, include_value: bool) -> Dict[str, Any]:
+        rep: Dict[str, Any] = {}
+        for key, val in self.rec.items():
+            if key == "services":
+                rep[key] = [s.to_HAP(include_value) for s in self.services]
+            else:
+                rep[key] = val
+        return rep
+
+
+class ReplayAccessory(ReplayMixin, Accessory):
+    def to_HAP(self, include_value: bool = True):
+        return self.hap_repr(include_value)
+
+
+class ReplayBridge(ReplayMixin, Bridge):
+    def to_HAP(self, include_value: bool = True):
+        return [self.hap_repr(include_value)] + [
+            acc.to_HAP(include_value) for acc in self.accessories.values()
+        ]
+
+
+def accessory_name(rec: Dict[str, Any]) -> str:
+    for srec in rec.get("services", []):
+        if short_type(str(srec.get("type"))) == "3E":
+            for crec in srec.get("characteristics", []):
+                if short_type(str(crec.get("type"))) == "23" and crec.get("value"):
+                    return str(crec["value"]).strip() or "HAP peer"
+    return "HAP peer"
+
+
+def primary_category(rec: Dict[str, Any], default: int) -> int:
+    services = rec.get("services", [])
+    ordered = [s for s in services if s.get("primary")] + services
+    for srec in ordered:
+        cat = CATEGORY_BY_SERVICE.get(short_type(str(srec.get("type"))))
+        if cat:
+            return cat
+    return default
+
+
+# ---------------------------------------------------------------------------
+# HAP-python driver adjustments
+# ---------------------------------------------------------------------------
+
+
+class _Padded(int):
+    """An int that pyhap.hap_handler's long_to_bytes renders at a fixed width."""
+
+    width: int
+
+
+def _padded(value: int, width: int) -> _Padded:
+    out = _Padded(value)
+    out.width = width
+    return out
+
+
+def _long_to_bytes_padded(n):
+    raw = long_to_bytes(n)
+    width = getattr(n, "width", None)
+    return raw.rjust(width, b"\x00") if width else raw
+
+
+class PaddedSrpServer(hsrp.Server):
+    """HAP-python's SRP server with RFC 5054 / HAP padding where stock HAP-python drops
+    leading zero bytes: B on the wire and in u/M, S before hashing to K, and K itself
+    (64 bytes) in M, H(AMK) and the HKDF inputs."""
+
+    def __init__(self, ctx, u, p, s=None, v=None, b=None):
+        super().__init__(ctx, u, p, s, v, b)
+        self.Bb = self._padN(self.Bb)
+
+    def set_A(self, bytes_A):
+        self.A = hsrp.bytes_to_long(bytes_A)
+        self.Ab = bytes_A
+        self.S = self._derive_premaster_secret()
+        self.Sb = self._padN(long_to_bytes(self.S))
+        self.Kb = self._digest(self.Sb)
+        self.K = int.from_bytes(self.Kb, "big")
+        self.M = self._get_M()
+        self.HAMK = self._get_HAMK()
+
+    def get_challenge(self):
+        return (self.s, _padded(self.B, self.N_len // 8))
+
+    def get_session_key(self):
+        return _padded(self.K, len(self.Kb))
+
+
+class NoAdvertiser:
+    """Stands in for zeroconf's AsyncZeroconf: nothing is multicast."""
+
+    async def async_register_service(self, *args, **kwargs):
+        logger.info("mDNS advertisement disabled (use --advertise to enable)")
+
+    async def async_unregister_service(self, *args, **kwargs):
+        pass
+
+    async def async_update_service(self, *args, **kwargs):
+        pass
+
+    async def async_close(self):
+        pass
+
+
+class PeerDriver(AccessoryDriver):
+    def __init__(self, *args, stock_srp: bool = False, permissive: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stock_srp = stock_srp
+        self.permissive = permissive
+
+    def setup_srp_verifier(self):
+        if self.stock_srp:
+            return super().setup_srp_verifier()
+        import hashlib  # pylint: disable=import-outside-toplevel
+
+        from pyhap.params import get_srp_context  # pylint: disable=import-outside-toplevel
+
+        ctx = get_srp_context(3072, hashlib.sha512, 16)
+        self.srp_verifier = PaddedSrpServer(ctx, b"Pair-Setup", self.state.pincode)
+
+    def lookup(self, aid: Any, iid: Any) -> Optional[ReplayCharacteristic]:
+        top = self.accessory
+        if top is None:
+            return None
+        acc = top if aid == top.aid else getattr(top, "accessories", {}).get(aid)
+        if acc is None or not isinstance(iid, int):
+            return None
+        return acc.iid_manager.get_obj(iid)
+
+    def get_characteristics(self, char_ids):
+        if self.permissive:
+            return super().get_characteristics(char_ids)
+        out = []
+        for aid_iid in char_ids:
+            try:
+                aid, iid = (int(i) for i in aid_iid.split("."))
+            except ValueError:
+                continue
+            char = self.lookup(aid, iid)
+            if char is None:
+                out.append({"aid": aid, "iid": iid, "status": STATUS_NO_RESOURCE})
+            elif "pr" not in char.perms:
+                out.append({"aid": aid, "iid": iid, "status": STATUS_WRITE_ONLY})
+            else:
+                out.extend(super().get_characteristics([aid_iid])["characteristics"])
+        return {"characteristics": out}
+
+    def set_characteristics(self, chars_query, client_addr):
+        if self.permissive:
+            return super().set_characteristics(chars_query, client_addr)
+        queries = chars_query.get("characteristics", [])
+        errors: Dict[int, int] = {}  # query index -> HAP status
+        passed = []
+        for pos, query in enumerate(queries):
+            char = self.lookup(query.get("aid"), query.get("iid"))
+            if char is None:
+                errors[pos] = STATUS_NO_RESOURCE
+            elif "value" in query and "pw" not in char.perms:
+                errors[pos] = STATUS_READ_ONLY
+            elif query.get("ev") and "ev" not in char.perms:
+                errors[pos] = STATUS_NO_NOTIFY
+            elif "value" in query and isinstance(char.rec.get("valid-values"), list) and (
+                query["value"] not in char.rec["valid-values"]
+            ):
+                errors[pos] = STATUS_INVALID_VALUE
+            else:
+                passed.append(query)
+        if not errors:
+            return super().set_characteristics(chars_query, client_addr)
+        result = None
+        if passed:
+            result = super().set_characteristics(
+                dict(chars_query, characteristics=passed), client_addr
+            )
+        by_key = {(r["aid"], r["iid"]): r for r in (result or {}).get("characteristics", [])}
+        out = []
+        for pos, query in enumerate(queries):
+            key = (query.get("aid"), query.get("iid"))
+            if pos in errors:
+                out.append({"aid": key[0], "iid": key[1], "status": errors[pos]})
+            else:
+                out.append(by_key.get(key, {"aid": key[0], "iid": key[1], "status": STATUS_OK}))
+        return {"characteristics": out}
+
+
+# ---------------------------------------------------------------------------
+# The peer: fixture loading, control channel
+# ---------------------------------------------------------------------------
+
+
+class Peer:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.writes: List[Dict[str, Any]] = []
+        with open(args.fixture, encoding="utf-8") as fh:
+            fixture = json.load(fh)
+        if isinstance(fixture, dict):  # {"accessories": [...]} as served over HAP
+            fixture = fixture["accessories"]
+        by_aid = {int(a["aid"]): a for a in fixture}
+        if 1 not in by_aid:
+            raise SystemExit(f"{args.fixture}: no accessory with aid 1")
+
+        os.makedirs(args.state_dir, exist_ok=True)
+        if not args.stock_srp:
+            hap_handler.long_to_bytes = _long_to_bytes_padded
+        self.driver = PeerDriver(
+            address="127.0.0.1",
+            listen_address="127.0.0.1",
+            port=args.port or 51827,
+            persist_file=os.path.join(args.state_dir, "accessory.state"),
+            pincode=args.setup_code.encode(),
+            async_zeroconf_instance=None if args.advertise else NoAdvertiser(),
+            stock_srp=args.stock_srp,
+            permissive=args.permissive,
+        )
+        # HAP-python turns port 0 into its default port; bind the real 0 and read it back.
+        self.driver.http_server._addr_port = ("127.0.0.1", args.port)  # pylint: disable=protected-access
+        original_start = self.driver.http_server.async_start
+
+        async def start_and_record_port(loop):
+            await original_start(loop)
+            self.driver.state.port = self.driver.http_server.server.sockets[0].getsockname()[1]
+
+        self.driver.http_server.async_start = start_and_record_port
+
+        top_rec = by_aid[1]
+        name = args.name or accessory_name(top_rec)
+        if len(fixture) > 1:
+            top = ReplayBridge(self.driver, name, iid_manager=RecordedIIDs())
+            top.category = primary_category(top_rec, CATEGORY_BRIDGE)
+            top.load_services(top_rec, self)
+            for rec in fixture:
+                if int(rec["aid"]) == 1:
+                    continue
+                acc = ReplayAccessory(
+                    self.driver, accessory_name(rec), aid=int(rec["aid"]), iid_manager=RecordedIIDs()
+                )
+                acc.category = CATEGORY_OTHER
+                acc.load_services(rec, self)
+                top.add_accessory(acc)
+        else:
+            top = ReplayAccessory(self.driver, name, aid=1, iid_manager=RecordedIIDs())
+            top.category = primary_category(top_rec, CATEGORY_OTHER)
+            top.load_services(top_rec, self)
+        self.top = top
+        self.driver.add_accessory(top)  # loads (or creates) the persist file
+        self.control_server: Optional[asyncio.base_events.Server] = None
+        self.stopping = False
+
+    # -- helpers -----------------------------------------------------------
+
+    def accessories(self):
+        yield self.top
+        yield from getattr(self.top, "accessories", {}).values()
+
+    def ready_line(self) -> Dict[str, Any]:
+        return {
+            "port": self.driver.state.port,
+            "control_port": self.control_server.sockets[0].getsockname()[1],
+            "id": self.driver.state.mac,
+            "setup_code": self.args.setup_code,
+            "c#": self.driver.state.config_version,
+        }
+
+    def values(self) -> Dict[str, Any]:
+        out = {}
+        for acc in self.accessories():
+            for service in acc.services:
+                for char in service.characteristics:
+                    out[f"{acc.aid}.{char.iid}"] = char.get_value()
+        return out
+
+    def pairings(self) -> List[Dict[str, Any]]:
+        state = self.driver.state
+        out = []
+        for client_uuid in state.paired_clients:
+            raw = state.uuid_to_bytes.get(client_uuid)
+            out.append(
+                {
+                    "id": raw.decode("utf-8", "replace") if raw else str(client_uuid),
+                    "admin": state.is_admin(client_uuid),
+                }
+            )
+        return out
+
+    def unpair_all(self) -> int:
+        state = self.driver.state
+        count = len(state.paired_clients)
+        state.paired_clients.clear()
+        state.client_properties.clear()
+        state.uuid_to_bytes.clear()
+        self.driver.persist()
+        for proto in list(self.driver.http_server.connections.values()):
+            proto.close()
+        self.driver.topics.clear()
+        self.driver.update_advertisement()
+        logger.info("removed %d pairing(s) on the accessory side", count)
+        return count
+
+    def set_value(self, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+        try:
+            aid, iid = int(body["aid"]), int(body["iid"])
+            value = body["value"]
+        except (KeyError, TypeError, ValueError):
+            return 400, {"ok": False, "error": 'expected {"aid":int,"iid":int,"value":...}'}
+        char = self.driver.lookup(aid, iid)
+        if char is None:
+            return 404, {"ok": False, "error": f"no characteristic {aid}.{iid}"}
+        before = char.value
+        try:
+            char.set_value(value)  # validates, stores, notifies subscribers if changed
+        except ValueError as ex:
+            return 400, {"ok": False, "error": str(ex)}
+        if body.get("force") and char.value == before:
+            char.notify()
+        logger.info("accessory side set %s.%s = %r", aid, iid, char.value)
+        return 200, {"ok": True, "value": char.value}
+
+    # -- control channel ---------------------------------------------------
+
+    def route(self, method: str, path: str, body: bytes) -> Tuple[int, Any]:
+        try:
+            payload = json.loads(body) if body.strip() else {}
+        except ValueError:
+            return 400, {"ok": False, "error": "body is not JSON"}
+        if method == "POST" and path == "/set":
+            if not isinstance(payload, dict):
+                return 400, {"ok": False, "error": "body must be a JSON object"}
+            return self.set_value(payload)
+        if method == "GET" and path == "/values":
+            return 200, self.values()
+        if method == "GET" and path == "/writes":
+            return 200, self.writes
+        if method == "GET" and path == "/pairings":
+            return 200, self.pairings()
+        if method == "POST" and path == "/unpair-all":
+            return 200, {"ok": True, "removed": self.unpair_all()}
+        if method == "GET" and path == "/accessories":
+            return 200, self.driver.get_accessories()
+        if method == "GET" and path == "/info":
+            return 200, self.ready_line()
+        return 404, {"ok": False, "error": f"no route {method} {path}"}
+
+    async def handle_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        reasons = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
+        try:
+            while True:
+                line = await reader.readline()
+                if not line.strip():
+                    break
+                method, target = line.decode("latin-1").split()[:2]
+                headers: Dict[str, str] = {}
+                while True:
+                    hline = await reader.readline()
+                    if hline in (b"\r\n", b"\n", b""):
+                        break
+                    key, _, val = hline.decode("latin-1").partition(":")
+                    headers[key.strip().lower()] = val.strip()
+                length = int(headers.get("content-length") or 0)
+                body = await reader.readexactly(length) if length else b""
+                try:
+                    status, payload = self.route(method.upper(), urlsplit(target).path, body)
+                except Exception as ex:  # pylint: disable=broad-except
+                    logger.exception("control request failed")
+                    status, payload = 500, {"ok": False, "error": str(ex)}
+                data = json.dumps(payload).encode()
+                close = headers.get("connection", "").lower() == "close"
+                head = (
+                    f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\n"
+                    "Content-Type: application/json\r\n"
+                    f"Content-Length: {len(data)}\r\n"
+                    + ("Connection: close\r\n" if close else "")
+                    + "\r\n"
+                )
+                writer.write(head.encode() + data)
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.driver.async_start()
+        self.control_server = await asyncio.start_server(
+            self.handle_control, "127.0.0.1", self.args.control_port
+        )
+        sys.stdout.write(json.dumps(self.ready_line(), separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+        logger.info(
+            "serving %s on 127.0.0.1:%s (control %s), id %s",
+            self.args.fixture,
+            self.driver.state.port,
+            self.control_server.sockets[0].getsockname()[1],
+            self.driver.state.mac,
+        )
+
+    async def stop(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        logger.info("stopping")
+        if self.control_server:
+            self.control_server.close()
+        await self.driver.async_stop()  # closes HAP sessions, stops the loop
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fixture", required=True, help="recorded /accessories JSON")
+    parser.add_argument("--state-dir", required=True, help="keeps id, keys, c# and pairings")
+    parser.add_argument("--port", type=int, default=0, help="HAP port on 127.0.0.1 (0 = free)")
+    parser.add_argument("--setup-code", default="031-45-154")
+    parser.add_argument("--control-port", type=int, default=0)
+    parser.add_argument("--name", help="display name (mDNS/logs); default: the fixture's")
+    parser.add_argument("--advertise", action="store_true", help="advertise over mDNS (zeroconf)")
+    parser.add_argument("--stock-srp", action="store_true", help="keep HAP-python's SRP padding bug")
+    parser.add_argument(
+        "--permissive", action="store_true", help="stock HAP-python: no perms/unknown-id errors"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args()
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+
+    peer = Peer(args)
+    loop = peer.driver.loop
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(peer.start())
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: loop.create_task(peer.stop()))
+        loop.run_forever()
+    finally:
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:  # e.g. zeroconf's announcement task with --advertise
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+    logger.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
