@@ -2,6 +2,8 @@
 # Installs the native libraries and the broker the gateway and its tests need (Debian 12).
 set -euo pipefail
 packages=(mosquitto mosquitto-clients valgrind libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libxml2 openssl socat pkg-config)
+# python3-venv: the HomeKit tests' real accessory (HAP-python in a venv, deploy/homekit/peer-setup.sh).
+packages+=(python3-venv)
 # Debian's Chromium for the status page's browser test (driven by Playwright; no browser download).
 packages+=(chromium)
 missing=()

@@ -230,6 +230,7 @@ struct StubbedExample {
         switch name {
         case "totp_secret": "JBSWY3DPEHPK3PXP"
         case "pin_code": "1234"
+        case "setup_code": "031-45-154"
         default: "stub-secret-for-\(name)"
         }
     }
