@@ -4,6 +4,8 @@ set -euo pipefail
 packages=(mosquitto mosquitto-clients valgrind libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libxml2 openssl socat pkg-config)
 # python3-venv: the HomeKit tests' real accessory (HAP-python in a venv, deploy/homekit/peer-setup.sh).
 packages+=(python3-venv)
+# Avahi: the HomeKit vendor finds accessories over mDNS through it (avahi-browse), as on an edge box.
+packages+=(avahi-daemon avahi-utils dbus)
 # Debian's Chromium for the status page's browser test (driven by Playwright; no browser download).
 packages+=(chromium)
 missing=()

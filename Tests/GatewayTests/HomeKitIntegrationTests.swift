@@ -23,7 +23,7 @@ struct HomeKitIntegrationTests {
 
     static func writeCode(_ directory: TemporaryDirectory, _ code: String) throws -> String {
         let file = directory.file("\(UUID().uuidString)-code")
-        FileManager.default.createFile(atPath: file, contents: Data((code + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: file, contents: Data((code + "\n").utf8), attributes: [.posixPermissions: 0o600])
         return file
     }
 
@@ -126,6 +126,41 @@ struct HomeKitIntegrationTests {
             $0.json?["state"] as? String == "online" && client.messages(on: "lbs/bridge/response/homekit/pair").count == 3
         }
         #expect(try await peer.pairings().count == 1)
+        await client.shutdown()
+    }
+
+    /// By its id alone: `homekit/discover` lists it (unpaired) through the system's Avahi, and the gateway finds
+    /// its address over mDNS, pairs and connects.
+    @Test(.enabled(if: Avahi.available || Avahi.required, "needs a running avahi-daemon (deploy/avahi.sh start; .ci/run does)"))
+    func foundByItsIDOverMDNS() async throws {
+        let directory = try TemporaryDirectory()
+        let peer = try await HAPPeer.start(fixture: "eve_energy.json", stateDirectory: directory.file("peer"))
+        defer { Task { await peer.stop() } }
+        let name = "LBS Test Eve \(UInt16.random(in: 0...UInt16.max))"
+        let published = try Avahi.publish(peer, name: name, directory: directory.path)
+        defer { Task { for process in published { _ = await process.stop(grace: .seconds(2)) } } }
+        let code = try Self.writeCode(directory, peer.setupCode)
+        let vendors = """
+          - type: homekit
+            id: hk
+            accessories:
+              - {name: plug, device_id: "\(peer.accessoryID.lowercased())", setup_code_file: \(code)}
+        """
+        let gateway = try await GatewayHarness.start(directory: directory, vendors: vendors, storage: true)
+        defer { Task { await gateway.stop() } }
+        let client = try await gateway.observer("lbs/device/hk_plug", "lbs/device/hk_plug/availability", "lbs/bridge/response/#")
+        _ = try await client.waitForMessage(topic: "lbs/device/hk_plug/availability", timeout: .seconds(30)) { $0.json?["state"] as? String == "online" }
+        let state = try await client.waitForMessage(topic: "lbs/device/hk_plug", timeout: .seconds(5))
+        #expect(state.json?["state"] as? String == "OFF", "\(state.text)")
+
+        // The record as mDNS has it (Avahi still announces sf=1 here: it is our publication, not the accessory's).
+        try await client.publish("lbs/bridge/request/homekit/discover", #"{"transaction":"d1"}"#, qos: .atLeastOnce)
+        let discovered = try await client.waitForMessage(topic: "lbs/bridge/response/homekit/discover", timeout: .seconds(15))
+        #expect(discovered.json?["status"] as? String == "ok", "\(discovered.text)")
+        let list = try #require((discovered.json?["data"] as? [String: Any])?["accessories"] as? [[String: Any]])
+        let mine = try #require(list.first { $0["id"] as? String == peer.accessoryID }, "\(list)")
+        #expect(mine["name"] as? String == name && mine["address"] as? String == "127.0.0.1" && mine["port"] as? Int == peer.port)
+        #expect(mine["model"] as? String == "Eve Energy" && mine["category_name"] as? String == "outlet" && mine["paired"] as? Bool == false)
         await client.shutdown()
     }
 }

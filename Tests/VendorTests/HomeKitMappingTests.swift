@@ -156,3 +156,37 @@ import VendorKit
         #expect(throws: GatewayError.self) { try HomeKitMapping.writes(for: ["contact": .bool(true)], plan: plan, values: values) }
     }
 }
+
+/// What `avahi-browse --parsable --resolve` prints, read into one record per accessory.
+@Suite struct AvahiBrowseParsingTests {
+    static let output = #"""
+    +;eth0;IPv6;Test\032HAP;_hap._tcp;local
+    +;eth0;IPv4;Test\032HAP;_hap._tcp;local
+    +;lo;IPv4;Test\032HAP;_hap._tcp;local
+    =;eth0;IPv6;Test\032HAP;_hap._tcp;local;vm.local;fd00::2;51999;"pv=1.1" "ff=0" "s#=1" "sf=1" "ci=7" "md=Eve Energy" "id=AA:BB:CC:DD:EE:FF" "c#=2"
+    =;eth0;IPv4;Test\032HAP;_hap._tcp;local;vm.local;192.0.2.2;51999;"pv=1.1" "ff=0" "s#=1" "sf=1" "ci=7" "md=Eve Energy" "id=AA:BB:CC:DD:EE:FF" "c#=2"
+    =;lo;IPv4;Test\032HAP;_hap._tcp;local;vm.local;127.0.0.1;51999;"pv=1.1" "ff=0" "s#=1" "sf=1" "ci=7" "md=Eve Energy" "id=AA:BB:CC:DD:EE:FF" "c#=2"
+    =;eth0;IPv4;ecobee3\032Thermostat\059\046;_hap._tcp;local;ecobee.local;192.0.2.7;1200;"md=ecobee3" "c#=41" "id=4a:3b:2c:1d:0e:ff" "sf=0" "ci=9" "note=a \"quoted\"; part"
+    =;eth0;IPv4;broken;_hap._tcp;local;x.local;192.0.2.9;notaport;"id=11:22:33:44:55:66"
+    =;eth0;IPv4;no-id;_hap._tcp;local;x.local;192.0.2.9;80;"md=x"
+    """#
+
+    @Test func oneRecordPerAccessoryWithItsBestAddress() {
+        let records = AvahiBrowser.parse(Self.output)
+        #expect(records.count == 2)
+        let eve = records[0]
+        #expect(eve.name == "Test HAP")
+        #expect(eve.deviceID == "AA:BB:CC:DD:EE:FF")
+        #expect(eve.address == "192.0.2.2" && eve.port == 51999, "IPv4 on the LAN before IPv6 and loopback")
+        #expect(eve.model == "Eve Energy" && eve.category == 7 && eve.statusFlags == 1 && eve.configNumber == 2 && !eve.isPaired)
+        let ecobee = records[1]
+        #expect(ecobee.name == "ecobee3 Thermostat;.")
+        #expect(ecobee.deviceID == "4A:3B:2C:1D:0E:FF" && ecobee.isPaired && ecobee.configNumber == 41)
+        #expect(ecobee.json["category_name"] == .string("thermostat"))
+    }
+
+    @Test func loopbackWhenThatIsAllThereIs() {
+        let records = AvahiBrowser.parse(#"=;lo;IPv4;Peer;_hap._tcp;local;vm.local;127.0.0.1;40000;"id=01:02:03:04:05:06" "sf=0""#)
+        #expect(records.map(\.address) == ["127.0.0.1"])
+    }
+}

@@ -58,7 +58,18 @@ event loop, so no locking is needed):
     GET  /pairings    [{"id":"<controller pairing id>","admin":true},...]
     POST /unpair-all  forget every pairing (user reset); open HAP sessions are closed
     GET  /accessories the served database (same JSON a controller gets)
-    GET  /info        the ready line again
+    GET  /info        the ready line again, with the current c#
+    POST /database {"fixture":"<path>"}  swap the served database live, as a bridge does when
+         accessories are added or removed behind it -> {"ok":true,"c#":<new c#>}. The new
+         fixture is replayed like --fixture (its aids, iids, types, perms, recorded values);
+         the display name stays. The HAP server, open sessions and pairings are untouched.
+         c# is always incremented and persisted (and re-advertised with --advertise).
+         Subscriptions survive only where the new database has a characteristic with the
+         same aid.iid, the same type and "ev" in perms; all others are dropped, and events
+         queued (not yet sent) for the old database are discarded. Controllers subscribe to
+         the new characteristics as usual. An unreadable fixture or one without aid 1 is a
+         400 and leaves the served database as it was. Relative paths are resolved against
+         the peer's working directory. Controller writes (/writes) are kept.
 """
 
 from __future__ import annotations
@@ -262,6 +273,19 @@ class ReplayBridge(ReplayMixin, Bridge):
         ]
 
 
+def load_fixture(path: str) -> List[Dict[str, Any]]:
+    """The accessory list of a recorded /accessories dump (raises OSError/ValueError)."""
+    with open(path, encoding="utf-8") as fh:
+        fixture = json.load(fh)
+    if isinstance(fixture, dict):  # {"accessories": [...]} as served over HAP
+        fixture = fixture.get("accessories")
+    if not isinstance(fixture, list) or not all(isinstance(a, dict) for a in fixture):
+        raise ValueError(f"{path}: not an /accessories list")
+    if not any(int(a.get("aid", 0)) == 1 for a in fixture):
+        raise ValueError(f"{path}: no accessory with aid 1")
+    return fixture
+
+
 def accessory_name(rec: Dict[str, Any]) -> str:
     for srec in rec.get("services", []):
         if short_type(str(srec.get("type"))) == "3E":
@@ -436,13 +460,10 @@ class Peer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.writes: List[Dict[str, Any]] = []
-        with open(args.fixture, encoding="utf-8") as fh:
-            fixture = json.load(fh)
-        if isinstance(fixture, dict):  # {"accessories": [...]} as served over HAP
-            fixture = fixture["accessories"]
-        by_aid = {int(a["aid"]): a for a in fixture}
-        if 1 not in by_aid:
-            raise SystemExit(f"{args.fixture}: no accessory with aid 1")
+        try:
+            fixture = load_fixture(args.fixture)
+        except ValueError as ex:
+            raise SystemExit(str(ex)) from ex
 
         os.makedirs(args.state_dir, exist_ok=True)
         if not args.stock_srp:
@@ -467,8 +488,15 @@ class Peer:
 
         self.driver.http_server.async_start = start_and_record_port
 
-        top_rec = by_aid[1]
-        name = args.name or accessory_name(top_rec)
+        name = args.name or accessory_name(next(a for a in fixture if int(a["aid"]) == 1))
+        self.top = self.build_top(fixture, name)
+        self.driver.add_accessory(self.top)  # loads (or creates) the persist file
+        self.control_server: Optional[asyncio.base_events.Server] = None
+        self.stopping = False
+
+    def build_top(self, fixture: List[Dict[str, Any]], name: str):
+        """The top-level accessory (a bridge when the dump has more than aid 1) for a fixture."""
+        top_rec = next(a for a in fixture if int(a["aid"]) == 1)
         if len(fixture) > 1:
             top = ReplayBridge(self.driver, name, iid_manager=RecordedIIDs())
             top.category = primary_category(top_rec, CATEGORY_BRIDGE)
@@ -486,10 +514,7 @@ class Peer:
             top = ReplayAccessory(self.driver, name, aid=1, iid_manager=RecordedIIDs())
             top.category = primary_category(top_rec, CATEGORY_OTHER)
             top.load_services(top_rec, self)
-        self.top = top
-        self.driver.add_accessory(top)  # loads (or creates) the persist file
-        self.control_server: Optional[asyncio.base_events.Server] = None
-        self.stopping = False
+        return top
 
     # -- helpers -----------------------------------------------------------
 
@@ -541,6 +566,50 @@ class Peer:
         logger.info("removed %d pairing(s) on the accessory side", count)
         return count
 
+    def replace_database(self, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+        path = body.get("fixture")
+        if not isinstance(path, str) or not path:
+            return 400, {"ok": False, "error": 'expected {"fixture":"<path to an /accessories json>"}'}
+        try:
+            fixture = load_fixture(path)
+            top = self.build_top(fixture, self.top.display_name)  # built before anything changes
+        except (OSError, ValueError, KeyError, TypeError) as ex:
+            return 400, {"ok": False, "error": f"{type(ex).__name__}: {ex}"}
+
+        driver = self.driver
+        old_types = {}
+        for acc in self.accessories():
+            for service in acc.services:
+                for char in service.characteristics:
+                    old_types[f"{acc.aid}.{char.iid}"] = char.type_id
+        self.top = top
+        driver.accessory = top
+
+        # Subscriptions: keep only those whose aid.iid is the same kind of characteristic
+        # (same type, still notifying) in the new database.
+        kept = dropped = 0
+        for topic in list(driver.topics):
+            aid, _, iid = topic.partition(".")
+            char = driver.lookup(int(aid), int(iid)) if aid.isdigit() and iid.isdigit() else None
+            if char is not None and "ev" in char.perms and char.type_id == old_types.get(topic):
+                kept += len(driver.topics[topic])
+            else:
+                dropped += len(driver.topics.pop(topic))
+        # Events coalescing in the open sessions carry values of the old database.
+        for proto in list(driver.http_server.connections.values()):
+            queue = getattr(proto, "_event_queue", None)
+            if queue:
+                queue.clear()
+
+        # What a bridge does when its database changes: new c#, persisted and re-advertised.
+        driver.state.accessories_hash = driver.accessories_hash
+        driver.config_changed()
+        logger.info(
+            "database replaced by %s (%d accessories); c# now %s; subscriptions kept %d, dropped %d",
+            path, len(fixture), driver.state.config_version, kept, dropped,
+        )
+        return 200, {"ok": True, "c#": driver.state.config_version}
+
     def set_value(self, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
         try:
             aid, iid = int(body["aid"]), int(body["iid"])
@@ -581,6 +650,10 @@ class Peer:
             return 200, {"ok": True, "removed": self.unpair_all()}
         if method == "GET" and path == "/accessories":
             return 200, self.driver.get_accessories()
+        if method == "POST" and path == "/database":
+            if not isinstance(payload, dict):
+                return 400, {"ok": False, "error": "body must be a JSON object"}
+            return self.replace_database(payload)
         if method == "GET" and path == "/info":
             return 200, self.ready_line()
         return 404, {"ok": False, "error": f"no route {method} {path}"}

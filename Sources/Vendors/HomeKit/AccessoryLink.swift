@@ -24,12 +24,18 @@ final class AccessoryLink: Sendable {
         var pairingInProgress = false
         var unmappedLogged = false
         var attempted = false
+        /// The accessory's `_hap._tcp` record as mDNS last showed it (address, `c#`).
+        var discovered: HAPServiceRecord?
+        /// The `c#` its database was read at.
+        var configNumber: Int?
     }
 
     let options: HomeKitAccessoryOptions
     let state = Mutex(State())
-    /// Moves when something should end a wait at once: a pairing made or removed by request.
+    /// Moves when something should end a wait at once: a pairing made or removed by request, a new address.
     let wake = ChangeSignal()
+    /// Moves when the accessory's `c#` changed: its database is read again on the open session.
+    let reload = ChangeSignal()
 
     init(options: HomeKitAccessoryOptions) {
         self.options = options
@@ -37,11 +43,23 @@ final class AccessoryLink: Sendable {
 
     var name: String { options.name }
 
+    /// Where to connect: the configured host and port; else where mDNS last found the accessory's id; else
+    /// where it was when it was paired.
     var address: (host: String, port: Int)? {
-        let pairing = state.withLock { $0.pairing }
-        guard let host = options.host ?? pairing?.host, let port = options.port ?? pairing?.port else { return nil }
-        return (host, port)
+        if let host = options.host, let port = options.port { return (host, port) }
+        let (pairing, discovered) = state.withLock { ($0.pairing, $0.discovered) }
+        if let discovered { return (discovered.address, discovered.port) }
+        if let host = pairing?.host, let port = pairing?.port { return (host, port) }
+        return nil
     }
+
+    /// The accessory's HAP id: configured, or learned when it was paired.
+    var accessoryID: String? {
+        options.deviceID ?? state.withLock { $0.pairing?.accessory.accessoryID.uppercased() }
+    }
+
+    /// Its address comes from mDNS (no host in the config).
+    var followsMDNS: Bool { options.host == nil }
 
     var isConnected: Bool { state.withLock { $0.connection != nil } }
 

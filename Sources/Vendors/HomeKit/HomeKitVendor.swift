@@ -36,6 +36,8 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
         var reported: VendorHealth?
         var lastSuccess: Date?
         var announced: [DeviceID] = []
+        var lastBrowse: (at: Duration, records: [HAPServiceRecord])?
+        var mdnsProblem: String?
     }
 
     public init(instanceID: String, options: HomeKitOptions, sink: VendorEventSink, context: VendorContext) {
@@ -76,10 +78,64 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
             for plan in link.state.withLock({ $0.plans }) { sink.send(.availability(plan.device.id, online: false)) }
         }
         await withTaskGroup(of: Void.self) { group in
+            if options.browser != nil {
+                group.addTask { await self.watchMDNS() }
+            }
             for link in links {
                 group.addTask { await self.keepConnected(link, store: store) }
             }
         }
+    }
+
+    // MARK: mDNS
+
+    /// Reads mDNS every `mdnsInterval`: new addresses for accessories found by id, and `c#` changes (their
+    /// databases are read again).
+    private func watchMDNS() async {
+        while !Task.isCancelled {
+            do {
+                _ = try await browse()
+            } catch {
+                // Said once per change of reason; the accessories that need mDNS report it as their error.
+                let message = (error as? GatewayError)?.message ?? "\(error)"
+                let first = shared.withLock { shared -> Bool in
+                    defer { shared.mdnsProblem = message }
+                    return shared.mdnsProblem != message
+                }
+                if first { context.logger.info("homekit \(instanceID): \(message)") }
+            }
+            do { try await time.sleep(for: options.mdnsInterval) } catch { return }
+        }
+    }
+
+    /// Browses now (or returns what a browse in the last 2 s found) and hands each accessory its record.
+    @discardableResult
+    func browse(fresh: Bool = false) async throws -> [HAPServiceRecord] {
+        guard let browser = options.browser else {
+            throw AvahiBrowser.unavailable("this vendor has no mDNS browser")
+        }
+        if !fresh, let (at, records) = shared.withLock({ $0.lastBrowse }), time.now() - at < .seconds(2) { return records }
+        let records = try await browser.browse()
+        shared.withLock {
+            $0.lastBrowse = (time.now(), records)
+            $0.mdnsProblem = nil
+        }
+        for link in links {
+            guard let id = link.accessoryID, let record = records.first(where: { $0.deviceID == id.uppercased() }) else { continue }
+            let (moved, changed) = link.state.withLock { state -> (Bool, Bool) in
+                let old = state.discovered
+                state.discovered = record
+                let moved = old.map { $0.address != record.address || $0.port != record.port } ?? true
+                let changed = state.configNumber != nil && record.configNumber != nil && state.configNumber != record.configNumber
+                return (moved, changed)
+            }
+            if changed {
+                context.logger.info("homekit: '\(link.name)' changed its accessories (c# \(record.configNumber ?? 0)); reading them again")
+                link.reload.signal()
+            }
+            if moved, link.followsMDNS, !link.isConnected { link.wake.signal() }
+        }
+        return records
     }
 
     /// One accessory's life: pair when it must and can, then sessions with reconnects until cancelled.
@@ -90,6 +146,14 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
             let pairing = link.state.withLock { $0.pairing }
             var delay: Duration
             do {
+                if link.followsMDNS, link.address == nil || failures > 0 {
+                    // Found by its id: ask mDNS where it is now (it may have a new address after a drop).
+                    do { try await browse() } catch where link.address == nil { throw error }
+                    if link.address == nil {
+                        throw GatewayError(.vendorUnreachable, message: "The HomeKit accessory '\(link.name)' (id \(link.accessoryID ?? "?")) is not found over mDNS.",
+                                           suggestion: "Check that it is powered and on this network (avahi-browse -rt _hap._tcp lists what is seen).")
+                    }
+                }
                 if pairing == nil {
                     guard let code = link.options.setupCode?.reveal() else {
                         record(link, error: GatewayError(
@@ -146,8 +210,15 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
             }
             vendor.connected(link)
             while true {
-                try await vendor.time.sleep(for: vendor.options.pollInterval)
-                try await vendor.poll(connection, link: link)
+                let seen = link.reload.version
+                await link.reload.wait(after: seen, timeout: vendor.options.pollInterval, clock: vendor.context.clock)
+                try Task.checkCancellation()
+                if link.reload.version != seen {
+                    try await vendor.loadDatabase(connection, link: link, store: store)
+                    try await vendor.subscribe(connection, link: link)
+                } else {
+                    try await vendor.poll(connection, link: link)
+                }
             }
         }
     }
@@ -218,6 +289,7 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
             let changed = state.plans.map(\.device) != plans.map(\.device)
             state.plans = plans
             state.values = values
+            state.configNumber = state.discovered?.configNumber
             defer { state.unmappedLogged = true }
             return (changed, !state.unmappedLogged)
         }
@@ -529,9 +601,10 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
     public func request(_ name: String, body: [String: JSONValue]) async throws -> JSONValue {
         switch name {
         case "homekit/discover":
-            throw GatewayError(.vendorUnavailable, message: "Finding unpaired HomeKit accessories over mDNS is not built yet.",
-                               suggestion: "Run avahi-browse -rt _hap._tcp on the gateway's host to list them (name, address, port, id, sf=1 when unpaired).",
-                               retryable: false, countsAgainstVendor: false)
+            // Unpaired accessories (`sf` bit 1), or every one with {"all":true}.
+            let all = body["all"]?.bool ?? false
+            let records = try await browse(fresh: true).filter { all || !$0.isPaired }
+            return .object(["accessories": .array(records.map(\.json))])
         default:
             break
         }

@@ -29,6 +29,10 @@ public struct HomeKitOptions: Sendable {
     /// How long one request may take.
     public var requestTimeout: Duration
     public var connectTimeout: Duration = .seconds(10)
+    /// Finds accessories by their HAP id and notices their `c#`: Avahi unless a test gives another.
+    public var browser: (any HAPServiceBrowserProtocol)? = AvahiBrowser()
+    /// How often mDNS is read for addresses and `c#` changes.
+    public var mdnsInterval: Duration = .seconds(60)
     /// Reconnect delays after a drop: from `minDelay` growing ×2 to `maxDelay`.
     public var reconnect = ReconnectingStream.Policy(minDelay: .seconds(1), maxDelay: .seconds(60), downAfter: 1)
 
@@ -81,10 +85,12 @@ public enum HomeKitVendorFactory: VendorFactory {
                     reader.problem("\(entryPath).device_id", "'\(id)' is not a HAP device id", fix: "use the id from the accessory's _hap._tcp record, like AA:BB:CC:DD:EE:FF")
                 }
             }
-            if accessory.host == nil || accessory.port == nil {
-                reader.problem("\(entryPath).host", accessory.deviceID == nil ? "no address: host and port are needed"
-                               : "finding the accessory by device_id over mDNS is not built yet: host and port are needed",
-                               fix: "add host: <the accessory's IP address> and port: <its HAP port> (avahi-browse -rt _hap._tcp shows both)")
+            if accessory.deviceID == nil, accessory.host == nil || accessory.port == nil {
+                reader.problem("\(entryPath).host", "no address: host and port, or device_id (found over mDNS), are needed",
+                               fix: "add device_id: <the id from avahi-browse -rt _hap._tcp>, or host: <its IP address> and port: <its HAP port>")
+            } else if (accessory.host == nil) != (accessory.port == nil) {
+                reader.problem("\(entryPath).\(accessory.host == nil ? "host" : "port")", "host and port go together",
+                               fix: "give both, or neither and device_id (the address then comes from mDNS)")
             }
             var secretSettings = VendorSettings(type: settings.type, id: "\(settings.id)_\(name)", options: entry, path: entryPath)
             secretSettings.baseDirectory = settings.baseDirectory

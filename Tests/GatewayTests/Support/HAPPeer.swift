@@ -86,3 +86,32 @@ final class HAPPeer: Sendable {
         return try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
     }
 }
+
+/// The system's mDNS daemon: the peer's `_hap._tcp` record published through Avahi (`avahi-publish`), as an
+/// accessory announces itself on the LAN; its host name resolves to 127.0.0.1, where the peer listens.
+enum Avahi {
+    /// True when `avahi-browse` can talk to a running avahi-daemon (`deploy/avahi.sh start`).
+    static let available: Bool = {
+        guard let probe = try? ProcessRunner(executable: "avahi-browse", arguments: ["--parsable", "--terminate", "_lbs-probe._tcp"],
+                                             outputDirectory: NSTemporaryDirectory(), name: "avahi-probe-\(UInt32.random(in: 0...UInt32.max))") else { return false }
+        let deadline = Date().addingTimeInterval(5)
+        while probe.isRunning, Date() < deadline { usleep(20_000) }
+        if probe.isRunning { probe.kill() }
+        return probe.exitStatus == .exited(0)
+    }()
+    /// CI sets LBS_REQUIRE_AVAHI=1: the mDNS tests then run (and fail without Avahi) instead of being skipped.
+    static let required = ProcessInfo.processInfo.environment["LBS_REQUIRE_AVAHI"] == "1"
+
+    /// Publishes `peer` as `name` with the TXT record an unpaired accessory sends; stop the returned processes to withdraw it.
+    static func publish(_ peer: HAPPeer, name: String, configNumber: Int = 2, statusFlags: Int = 1, directory: String) throws -> [ProcessRunner] {
+        let host = "lbs-peer-\(UInt32.random(in: 0...UInt32.max)).local"
+        let address = try ProcessRunner(executable: "avahi-publish", arguments: ["-a", "-R", host, "127.0.0.1"], outputDirectory: directory, name: "avahi-a-\(host)")
+        let service = try ProcessRunner(
+            executable: "avahi-publish",
+            arguments: ["-s", "-H", host, name, "_hap._tcp", String(peer.port), "c#=\(configNumber)", "ff=0", "id=\(peer.accessoryID)", "md=Eve Energy",
+                        "pv=1.1", "s#=1", "sf=\(statusFlags)", "ci=7"],
+            outputDirectory: directory, name: "avahi-s-\(host)"
+        )
+        return [address, service]
+    }
+}
