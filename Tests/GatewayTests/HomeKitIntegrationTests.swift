@@ -106,6 +106,11 @@ struct HomeKitIntegrationTests {
         try await client.publish("lbs/device/hk_plug/set/state", "ON", qos: .atLeastOnce)
         _ = try await client.waitForMessage(topic: "lbs/device/hk_plug", timeout: .seconds(5)) { $0.json?["state"] as? String == "ON" }
         #expect(try await peer.writes().contains { $0["iid"] as? Int == 30 && $0["value"] as? Bool == true })
+        // Identify: the accessory's own Identify characteristic (3E/14) is written.
+        try await client.publish("lbs/bridge/request/homekit/identify", #"{"name":"plug","transaction":"i1"}"#, qos: .atLeastOnce)
+        let identified = try await client.waitForMessage(topic: "lbs/bridge/response/homekit/identify", timeout: .seconds(10))
+        #expect(identified.json?["status"] as? String == "ok", "\(identified.text)")
+        #expect(try await peer.writes().contains { $0["aid"] as? Int == 1 && $0["iid"] as? Int == 3 && $0["value"] as? Bool == true })
 
         // The accessory is reset: its sessions close, pair-verify fails; the vendor says so and how to fix it.
         try await peer.unpairAll()
@@ -137,8 +142,9 @@ struct HomeKitIntegrationTests {
         let peer = try await HAPPeer.start(fixture: "eve_energy.json", stateDirectory: directory.file("peer"))
         defer { Task { await peer.stop() } }
         let name = "LBS Test Eve \(UInt16.random(in: 0...UInt16.max))"
-        let published = try Avahi.publish(peer, name: name, directory: directory.path)
-        defer { Task { for process in published { _ = await process.stop(grace: .seconds(2)) } } }
+        let (host, processes) = try Avahi.publish(peer, name: name, directory: directory.path)
+        var published = processes
+        defer { Task { [published] in for process in published { _ = await process.stop(grace: .seconds(2)) } } }
         let code = try Self.writeCode(directory, peer.setupCode)
         let vendors = """
           - type: homekit
@@ -161,6 +167,24 @@ struct HomeKitIntegrationTests {
         let mine = try #require(list.first { $0["id"] as? String == peer.accessoryID }, "\(list)")
         #expect(mine["name"] as? String == name && mine["address"] as? String == "127.0.0.1" && mine["port"] as? Int == peer.port)
         #expect(mine["model"] as? String == "Eve Energy" && mine["category_name"] as? String == "outlet" && mine["paired"] as? Bool == false)
+
+        // Accessories change behind it (now a VELUX gateway with a sensor and a window) and it announces a new c#:
+        // the database is read again on the open session and the devices follow.
+        let watcher = try await gateway.observer("lbs/device/#", "lbs/bridge/event", "lbs/bridge/response/#")
+        let configNumber = try await peer.replaceDatabase(fixture: "velux_gateway.json")
+        _ = await published[1].stop(grace: .seconds(2))
+        published[1] = try Avahi.publishService(peer, name: name, host: host, configNumber: configNumber, directory: directory.path)
+        // The periodic mDNS read is a minute; a discover request reads it now.
+        try await waitUntil("the window behind the new database is published", timeout: .seconds(30)) {
+            try await watcher.publish("lbs/bridge/request/homekit/discover", #"{"all":true}"#, qos: .atLeastOnce)
+            return (try? await watcher.waitForMessage(topic: "lbs/device/hk_plug_3", timeout: .seconds(2))) != nil
+        }
+        let window = try await watcher.waitForMessage(topic: "lbs/device/hk_plug_3", timeout: .seconds(5))
+        #expect(window.json?["cover"] as? String == "CLOSED" && window.json?["position"] as? Double == 0, "\(window.text)")
+        let sensor = try await watcher.waitForMessage(topic: "lbs/device/hk_plug_2", timeout: .seconds(5))
+        #expect(sensor.json?["co2"] as? Double == 400, "\(sensor.text)")
+        #expect(try await peer.pairings().count == 1, "no new pairing")
+        await watcher.shutdown()
         await client.shutdown()
     }
 }

@@ -10,6 +10,9 @@
 Options for checks: --compare FIXTURE (served vs recorded database), --write AID.IID=JSON
 (controller write), --subscribe AID.IID --control-port C --set JSON (subscribe, change the
 value through hap-peer's control channel, wait for the EVENT), --wait SECONDS.
+--swap FIXTURE --control-port C: after those checks, POST /database on the peer and, over the
+same HAP session, GET /accessories again and compare it with FIXTURE; --swap-subscribe AID.IID
+--swap-set JSON then checks an EVENT from the new database. GET /info gives c# before/after.
 
 Prints one JSON object: {"accessories": N, "paired": true, ...}.
 The host/port pairing works because aiohomekit's IpDiscovery only needs a HomeKitService
@@ -23,6 +26,7 @@ import asyncio
 import json
 import logging
 import sys
+import urllib.error
 import urllib.request
 
 from aiohomekit.characteristic_cache import CharacteristicCacheMemory
@@ -76,6 +80,46 @@ def compare(served, recorded):
                 if got[key].get(k) != want[key].get(k):
                     diffs.append(f"{key} {k}: served {got[key].get(k)!r} recorded {want[key].get(k)!r}")
     return diffs
+
+
+def control(port: int, method: str, path: str, payload=None):
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as ex:
+        return json.loads(ex.read())
+
+
+async def control_async(port: int, method: str, path: str, payload=None):
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, lambda: control(port, method, path, payload))
+
+
+async def subscribe_and_wait(pairing, args, target: str, value, result: dict, prefix: str = ""):
+    """Subscribe to target, optionally POST /set value on the peer, wait for the EVENT."""
+    aid, iid = parse_id(target)
+    got = asyncio.get_running_loop().create_future()
+
+    def on_event(event):
+        if (aid, iid) in event and "value" in event[(aid, iid)] and not got.done():
+            got.set_result(event[(aid, iid)]["value"])
+
+    unsub = pairing.dispatcher_connect(on_event)
+    try:
+        status = await pairing.subscribe([(aid, iid)])
+        result[prefix + "subscribe_status"] = {f"{k[0]}.{k[1]}": v for k, v in (status or {}).items()}
+        if args.control_port and value is not None:
+            result[prefix + "control_set"] = await control_async(
+                args.control_port, "POST", "/set", {"aid": aid, "iid": iid, "value": json.loads(value)})
+        try:
+            result[prefix + "event"] = {target: await asyncio.wait_for(got, args.wait)}
+        except asyncio.TimeoutError:
+            result[prefix + "event"] = None
+    finally:
+        if callable(unsub):
+            unsub()
 
 
 def parse_id(text: str):
@@ -136,26 +180,24 @@ async def run(args) -> dict:
             result["read_back"] = {f"{k[0]}.{k[1]}": v for k, v in
                                    (await pairing.get_characteristics([(aid, iid)])).items()}
         if args.subscribe:
-            aid, iid = parse_id(args.subscribe)
-            got = asyncio.get_running_loop().create_future()
-
-            def on_event(event):
-                if (aid, iid) in event and "value" in event[(aid, iid)] and not got.done():
-                    got.set_result(event[(aid, iid)]["value"])
-
-            pairing.dispatcher_connect(on_event)
-            status = await pairing.subscribe([(aid, iid)])
-            result["subscribe_status"] = {f"{k[0]}.{k[1]}": v for k, v in (status or {}).items()}
-            if args.control_port and args.set is not None:
-                body = json.dumps({"aid": aid, "iid": iid, "value": json.loads(args.set)}).encode()
-                req = urllib.request.Request(f"http://127.0.0.1:{args.control_port}/set", data=body, method="POST")
-                loop = asyncio.get_running_loop()
-                reply = await loop.run_in_executor(None, lambda: urllib.request.urlopen(req, timeout=5).read())
-                result["control_set"] = json.loads(reply)
-            try:
-                result["event"] = {args.subscribe: await asyncio.wait_for(got, args.wait)}
-            except asyncio.TimeoutError:
-                result["event"] = None
+            await subscribe_and_wait(pairing, args, args.subscribe, args.set, result)
+        if args.swap:
+            swap: dict = {}
+            result["swap"] = swap
+            swap["c#_before"] = (await control_async(args.control_port, "GET", "/info"))["c#"]
+            swap["reply"] = await control_async(args.control_port, "POST", "/database", {"fixture": args.swap})
+            swap["c#_after"] = (await control_async(args.control_port, "GET", "/info"))["c#"]
+            # same session (same TCP connection, same pair-verify keys) as above
+            raw2 = (await pairing.connection.get_json("/accessories"))["accessories"]
+            swap["accessories"] = len(raw2)
+            with open(args.swap, encoding="utf-8") as fh:
+                swap["differences"] = compare(raw2, json.load(fh))
+            if args.dump:
+                with open(args.dump + ".swapped", "w", encoding="utf-8") as fh:
+                    json.dump(raw2, fh, indent=2)
+            swap["pairings"] = await control_async(args.control_port, "GET", "/pairings")
+            if args.swap_subscribe:
+                await subscribe_and_wait(pairing, args, args.swap_subscribe, args.swap_set, swap)
     finally:
         await pairing.close()
     return result
@@ -174,6 +216,9 @@ def main() -> int:
     p.add_argument("--subscribe", help="AID.IID to subscribe to and wait for an event")
     p.add_argument("--control-port", type=int, help="hap-peer control port, for --set")
     p.add_argument("--set", help="JSON value to POST /set on the peer after subscribing")
+    p.add_argument("--swap", help="fixture to POST /database on the peer (needs --control-port)")
+    p.add_argument("--swap-subscribe", help="AID.IID in the new database to subscribe to")
+    p.add_argument("--swap-set", help="JSON value to POST /set on it after subscribing")
     p.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the event")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
@@ -187,6 +232,14 @@ def main() -> int:
     ok = result.get("paired") and not result.get("differences")
     if args.subscribe and not result.get("event"):
         ok = False
+    if args.swap:
+        swap = result.get("swap") or {}
+        if not (swap.get("reply") or {}).get("ok") or swap.get("differences"):
+            ok = False
+        if not isinstance(swap.get("c#_after"), int) or swap["c#_after"] <= swap.get("c#_before", 0):
+            ok = False
+        if args.swap_subscribe and not swap.get("event"):
+            ok = False
     return 0 if ok else 1
 
 

@@ -70,6 +70,14 @@ final class HAPPeer: Sendable {
         try await control("GET", "/pairings") as? [[String: Any]] ?? []
     }
 
+    /// Accessories added and removed behind a bridge: the served database becomes `fixture`'s, sessions stay
+    /// open, `c#` goes up. Returns the new `c#`.
+    func replaceDatabase(fixture: String) async throws -> Int {
+        let answer = try await control("POST", "/database", body: ["fixture": Fixtures.path("homekit", fixture)]) as? [String: Any]
+        guard let number = answer?["c#"] as? Int else { throw TestSupportError("POST /database answered \(String(describing: answer))") }
+        return number
+    }
+
     /// A reset on the accessory: every pairing forgotten, sessions closed.
     func unpairAll() async throws {
         _ = try await control("POST", "/unpair-all", body: [:])
@@ -103,15 +111,19 @@ enum Avahi {
     static let required = ProcessInfo.processInfo.environment["LBS_REQUIRE_AVAHI"] == "1"
 
     /// Publishes `peer` as `name` with the TXT record an unpaired accessory sends; stop the returned processes to withdraw it.
-    static func publish(_ peer: HAPPeer, name: String, configNumber: Int = 2, statusFlags: Int = 1, directory: String) throws -> [ProcessRunner] {
+    static func publish(_ peer: HAPPeer, name: String, configNumber: Int = 2, statusFlags: Int = 1, directory: String) throws -> (host: String, processes: [ProcessRunner]) {
         let host = "lbs-peer-\(UInt32.random(in: 0...UInt32.max)).local"
         let address = try ProcessRunner(executable: "avahi-publish", arguments: ["-a", "-R", host, "127.0.0.1"], outputDirectory: directory, name: "avahi-a-\(host)")
-        let service = try ProcessRunner(
+        return (host, [address, try publishService(peer, name: name, host: host, configNumber: configNumber, statusFlags: statusFlags, directory: directory)])
+    }
+
+    /// The service record alone, on a host name `publish` announced (a new `c#` is a new record).
+    static func publishService(_ peer: HAPPeer, name: String, host: String, configNumber: Int, statusFlags: Int = 1, directory: String) throws -> ProcessRunner {
+        try ProcessRunner(
             executable: "avahi-publish",
             arguments: ["-s", "-H", host, name, "_hap._tcp", String(peer.port), "c#=\(configNumber)", "ff=0", "id=\(peer.accessoryID)", "md=Eve Energy",
                         "pv=1.1", "s#=1", "sf=\(statusFlags)", "ci=7"],
-            outputDirectory: directory, name: "avahi-s-\(host)"
+            outputDirectory: directory, name: "avahi-s-\(host)-\(configNumber)"
         )
-        return [address, service]
     }
 }
