@@ -155,3 +155,51 @@ enum SRPClientProbe {
         #expect(brightness.maxValue == 100)
     }
 }
+
+/// Both sides of pairing in memory: the controller's and the accessory's code agree, refuse what they must.
+@Suite struct PairingRoundTripTests {
+    @Test func pairSetupThenPairVerifyThenAnEncryptedExchange() throws {
+        let accessory = AccessoryIdentity.generate()
+        let controller = ControllerIdentity.generate()
+        var server = PairSetupServer(setupCode: "031-45-154", identity: accessory)
+        var client = PairSetupClient(setupCode: "031-45-154", identity: controller)
+        guard case .answer(let m2) = server.handle(client.m1()) else { Issue.record("M2"); return }
+        guard case .answer(let m4) = server.handle(try client.m3(answering: m2)) else { Issue.record("M4"); return }
+        guard case .paired(let m6, let pairing) = server.handle(try client.m5(answering: m4)) else { Issue.record("M6"); return }
+        let accessoryPairing = try client.finish(answering: m6)
+        #expect(accessoryPairing == AccessoryPairing(accessoryID: accessory.pairingID, publicKey: accessory.publicKey))
+        #expect(pairing == ControllerPairing(pairingID: controller.pairingID, publicKey: controller.publicKey, isAdmin: true))
+
+        var verifier = PairVerifyServer(identity: accessory)
+        var verify = PairVerifyClient(identity: controller, accessory: accessoryPairing)
+        guard case .answer(let v2) = verifier.handle(verify.m1(), known: { $0 == pairing.pairingID ? pairing : nil }) else { Issue.record("V2"); return }
+        guard case .verified(let v4, var accessoryChannel, let who) = verifier.handle(try verify.m3(answering: v2), known: { $0 == pairing.pairingID ? pairing : nil }) else {
+            Issue.record("V4"); return
+        }
+        #expect(who.pairingID == controller.pairingID)
+        var controllerChannel = try verify.finish(answering: v4)
+        let request = Array("GET /accessories HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        #expect(try accessoryChannel.open(try controllerChannel.seal(request)) == request)
+    }
+
+    @Test func aWrongCodeAndAStrangerAreRefused() throws {
+        let accessory = AccessoryIdentity.generate()
+        var server = PairSetupServer(setupCode: "031-45-154", identity: accessory)
+        var client = PairSetupClient(setupCode: "111-22-333", identity: ControllerIdentity.generate())
+        guard case .answer(let m2) = server.handle(client.m1()) else { Issue.record("M2"); return }
+        guard case .wrongCode(let m4) = server.handle(try client.m3(answering: m2)) else { Issue.record("a wrong code was accepted"); return }
+        #expect(throws: HAPError.refused(.authentication, step: "pair-setup M4", retryDelay: nil)) { try client.m5(answering: m4) }
+
+        // A controller the accessory does not know cannot verify.
+        var verifier = PairVerifyServer(identity: accessory)
+        var verify = PairVerifyClient(identity: ControllerIdentity.generate(), accessory: AccessoryPairing(accessoryID: accessory.pairingID, publicKey: accessory.publicKey))
+        guard case .answer(let v2) = verifier.handle(verify.m1(), known: { _ in nil }) else { Issue.record("V2"); return }
+        guard case .answer(let v4) = verifier.handle(try verify.m3(answering: v2), known: { _ in nil }) else { Issue.record("a stranger verified"); return }
+        #expect(throws: HAPError.self) { try verify.finish(answering: v4) }
+        // A controller talking to an impostor (another key under the same id) refuses at M2.
+        var impostor = PairVerifyServer(identity: AccessoryIdentity(pairingID: accessory.pairingID, privateKey: .init()))
+        var wary = PairVerifyClient(identity: ControllerIdentity.generate(), accessory: AccessoryPairing(accessoryID: accessory.pairingID, publicKey: accessory.publicKey))
+        guard case .answer(let forged) = impostor.handle(wary.m1(), known: { _ in nil }) else { Issue.record("V2"); return }
+        #expect(throws: HAPError.self) { try wary.m3(answering: forged) }
+    }
+}
