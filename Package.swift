@@ -221,7 +221,7 @@ let package = Package(
         .executableTarget(
             name: "Bench",
             dependencies: ["LBSGatewayApp", "GatewayCore", "MQTT", "Cache", "GatewayTesting", "VendorKit", "VendorDemo", "GatewayModel", "CMosquitto", "ConsciousnessSimulator", "CurlHTTP", "VendorSimulators",
-                           .product(name: "Logging", package: "swift-log")],
+                           "VendorHomeKit", "HAP", .product(name: "Logging", package: "swift-log")],
             path: "Sources/Bench",
             swiftSettings: strict
         ),

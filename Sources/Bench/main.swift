@@ -3,7 +3,7 @@ import GatewayTesting
 import MQTT
 
 // lbs-bench: benchmark programs whose numbers go into docs/benchmarks.md (the key figures also into the README).
-//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|peer|sense|matter|all]
+//   swift build -c release && .build/release/lbs-bench [gateway|latency|publish|rss|coldstart|cache|overload|storage|peer|sense|matter|homekit|all]
 // Needs `mosquitto` on PATH (each run starts its own broker on a free loopback port).
 
 let mode = CommandLine.arguments.dropFirst().first ?? "all"
@@ -214,6 +214,29 @@ if mode == "matter" {
 }
 
 // A Sense realtime feed: 2 frames a second, 40 detected devices changing every frame.
+// HomeKit against real accessories (HAP-python): pair setup, pair verify, event → MQTT, memory per accessory.
+if mode == "homekit" {
+    let arguments = CommandLine.arguments.dropFirst(2).compactMap { Int($0) }
+    let rounds = arguments.first ?? 50
+    let accessories = max(2, arguments.dropFirst().first ?? 8)
+    let (setup, verify, verifyAndRead) = try await HomeKitBench.pairing(rounds: rounds)
+    func summary(_ values: [Double]) -> String {
+        String(format: "p50 %.1f ms, p90 %.1f ms, max %.1f ms (%d rounds)", HomeKitBench.percentile(values, 0.5), HomeKitBench.percentile(values, 0.9),
+               values.max() ?? .nan, values.count)
+    }
+    line("homekit_pair_setup", summary(setup))
+    line("homekit_pair_verify", summary(verify))
+    line("homekit_pair_verify_and_accessories", summary(verifyAndRead))
+    let broker = try await MosquittoBroker.started()
+    let one = try await HomeKitBench.gateway(broker: broker, count: 1, events: 200)
+    line("homekit_event_to_mqtt", String(format: "p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d events, from the accessory's EVENT frame to the state on MQTT)",
+                                         HomeKitBench.percentile(one.latencies, 0.5), HomeKitBench.percentile(one.latencies, 0.99), one.latencies.max() ?? .nan, one.latencies.count))
+    let many = try await HomeKitBench.gateway(broker: broker, count: accessories, events: 0)
+    line("homekit_rss", String(format: "%.1f MB with 1 accessory, %.1f MB with %d", Double(one.rssKB) / 1024, Double(many.rssKB) / 1024, accessories))
+    line("homekit_memory_per_accessory", String(format: "%.0f KB", Double(many.rssKB - one.rssKB) / Double(accessories - 1)))
+    await broker.stop()
+}
+
 if mode == "sense" {
     let broker = try await MosquittoBroker.started()
     let result = try await SenseBench.run(broker: broker, devices: 40, duration: .seconds(30))

@@ -13,6 +13,11 @@ value through hap-peer's control channel, wait for the EVENT), --wait SECONDS.
 --swap FIXTURE --control-port C: after those checks, POST /database on the peer and, over the
 same HAP session, GET /accessories again and compare it with FIXTURE; --swap-subscribe AID.IID
 --swap-set JSON then checks an EVENT from the new database. GET /info gives c# before/after.
+With --set, "event_timing" gives time.time() stamps: posted_at (before POST /set), event_at
+(aiohomekit's event callback), sent_at (from the reply, hap-peer --event-delay 0 only) and
+event_after_post_ms / event_after_sent_ms. --repeat N (with --subscribe/--set, a number) sets
+value, value+1, ... N times on the same subscription and adds "latency_ms" min/median/max
+(event_after_post_ms; event_after_sent_ms when sent_at is reported).
 
 Prints one JSON object: {"accessories": N, "paired": true, ...}.
 The host/port pairing works because aiohomekit's IpDiscovery only needs a HomeKitService
@@ -26,6 +31,7 @@ import asyncio
 import json
 import logging
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -100,23 +106,50 @@ async def control_async(port: int, method: str, path: str, payload=None):
 async def subscribe_and_wait(pairing, args, target: str, value, result: dict, prefix: str = ""):
     """Subscribe to target, optionally POST /set value on the peer, wait for the EVENT."""
     aid, iid = parse_id(target)
-    got = asyncio.get_running_loop().create_future()
+    loop = asyncio.get_running_loop()
+    got = loop.create_future()
 
     def on_event(event):
         if (aid, iid) in event and "value" in event[(aid, iid)] and not got.done():
-            got.set_result(event[(aid, iid)]["value"])
+            got.set_result((event[(aid, iid)]["value"], time.time()))
 
     unsub = pairing.dispatcher_connect(on_event)
     try:
         status = await pairing.subscribe([(aid, iid)])
         result[prefix + "subscribe_status"] = {f"{k[0]}.{k[1]}": v for k, v in (status or {}).items()}
-        if args.control_port and value is not None:
-            result[prefix + "control_set"] = await control_async(
-                args.control_port, "POST", "/set", {"aid": aid, "iid": iid, "value": json.loads(value)})
-        try:
-            result[prefix + "event"] = {target: await asyncio.wait_for(got, args.wait)}
-        except asyncio.TimeoutError:
-            result[prefix + "event"] = None
+        repeat = max(1, getattr(args, "repeat", 1) or 1) if not prefix else 1
+        samples = []
+        for n in range(repeat):
+            if n:
+                got = loop.create_future()
+            posted_at = time.time()
+            if args.control_port and value is not None:
+                val = json.loads(value)
+                if n and isinstance(val, (int, float)) and not isinstance(val, bool):
+                    val += n
+                result[prefix + "control_set"] = await control_async(
+                    args.control_port, "POST", "/set", {"aid": aid, "iid": iid, "value": val})
+            try:
+                ev_value, event_at = await asyncio.wait_for(got, args.wait)
+                result[prefix + "event"] = {target: ev_value}
+            except asyncio.TimeoutError:
+                result[prefix + "event"] = None
+                break
+            if args.control_port and value is not None:
+                sent_at = (result[prefix + "control_set"] or {}).get("sent_at")
+                timing = {"posted_at": posted_at, "event_at": event_at, "sent_at": sent_at,
+                          "event_after_post_ms": round((event_at - posted_at) * 1000, 3),
+                          "event_after_sent_ms": None if sent_at is None else round((event_at - sent_at) * 1000, 3)}
+                result[prefix + "event_timing"] = timing
+                samples.append(timing)
+        if len(samples) > 1:
+            def stats(key):
+                vals = sorted(t[key] for t in samples if t[key] is not None)
+                if not vals:
+                    return None
+                return {"n": len(vals), "min": vals[0], "median": vals[len(vals) // 2], "max": vals[-1]}
+            result[prefix + "latency_ms"] = {"event_after_post": stats("event_after_post_ms"),
+                                             "event_after_sent": stats("event_after_sent_ms")}
     finally:
         if callable(unsub):
             unsub()
@@ -219,6 +252,7 @@ def main() -> int:
     p.add_argument("--swap", help="fixture to POST /database on the peer (needs --control-port)")
     p.add_argument("--swap-subscribe", help="AID.IID in the new database to subscribe to")
     p.add_argument("--swap-set", help="JSON value to POST /set on it after subscribing")
+    p.add_argument("--repeat", type=int, default=1, help="with --set: N value changes, latency stats")
     p.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the event")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()

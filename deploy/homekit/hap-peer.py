@@ -8,6 +8,7 @@ real peer. Run it with the venv's python (deploy/homekit/peer-setup.sh prints it
 
     $PY deploy/homekit/hap-peer.py --fixture Tests/Fixtures/homekit/ecobee3.json --state-dir /tmp/peer1 \
         [--port 0] [--setup-code 031-45-154] [--control-port 0] [--name NAME] [--advertise]
+        [--event-delay SECONDS]
 
 When ready it prints exactly one line to stdout (then logs to stderr only):
 
@@ -37,7 +38,7 @@ What differs:
   * HAP-python keeps one IID map per accessory; where a dump reuses one number for a service
     and a characteristic (schlage_sense: 30, 34, 39), /characteristics reads and writes
     resolve the number to the characteristic.
-Beyond stock HAP-python (both switchable):
+Beyond stock HAP-python (all switchable):
   * --stock-srp off (default): the SRP leading-zero bug is fixed (B sent padded to 384 bytes,
     K = SHA-512(PAD(S)) as 64 bytes). Stock HAP-python 5.0.0 failed 7 of 500 pair-setups
     with aiohomekit (which pads as RFC 5054 says) when B, S or K start with a 0x00 byte; the
@@ -46,12 +47,28 @@ Beyond stock HAP-python (both switchable):
     unknown aid.iid, -70404 for a write to a characteristic without "pw", -70405 for a read of
     one without "pr", -70406 for ev:true on one without "ev", -70410 for a write outside
     valid-values (stock HAP-python accepts the first four and answers -70402 to the last).
+  * --event-delay SECONDS (default: not given = HAP-python's own event timing, untouched).
+    HAP-python queues events per session and writes them after a 0.5 s coalescing window
+    (hap_protocol.EVENT_COALESCE_TIME_WINDOW; button events go out on the next loop turn), so
+    a newer value of the same aid.iid inside the window replaces the older one.
+    --event-delay 0 patches HAPServerProtocol.queue_event/_send_events: every event is
+    encrypted and written to each subscribed session before the change returns (one EVENT/1.0
+    frame per change, no coalescing), and POST /set reports "sent_at" (see below). Meant for
+    measuring a controller's event latency. --event-delay S > 0 only sets the window to S.
 
 Control channel (plain HTTP/1.1 + JSON on 127.0.0.1:control_port, served on HAP-python's own
 event loop, so no locking is needed):
     POST /set {"aid":1,"iid":9,"value":22.5[,"force":true]}  value change on the accessory side;
-         subscribed controllers get an EVENT (HAP-python coalesces events for 0.5 s and only
-         sends one when the value changed, unless "force") -> {"ok":true,"value":<stored>}
+         subscribed controllers get an EVENT (HAP-python coalesces events for 0.5 s, see
+         --event-delay, and only sends one when the value changed, unless "force")
+         -> {"ok":true,"value":<stored>}
+         With --event-delay 0 the reply also has "sent_at": time.time() (float, seconds since
+         the epoch) taken when the encrypted EVENT frame for this change was handed to the
+         transport of the first subscribed session (after encryption, just before
+         transport.writelines, which sends it straight away on an idle socket), or null when
+         no event was sent (no subscribed session, or an unchanged value without "force").
+         The event is written before the reply (the reply waits at most 1 s for it); without
+         --event-delay 0 the reply has no "sent_at".
     GET  /values      {"1.9":22.5,...} every characteristic's current value
     GET  /writes      [{"aid":1,"iid":9,"value":...},...] controller writes in order (value as
                       the controller sent it; /values shows it after HAP-python's validation)
@@ -81,10 +98,11 @@ import logging
 import os
 import signal
 import sys
+import time
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from pyhap import hap_handler, hsrp
+from pyhap import hap_handler, hap_protocol, hsrp
 from pyhap.accessory import Accessory, Bridge
 from pyhap.accessory_driver import AccessoryDriver
 from pyhap.characteristic import Characteristic
@@ -354,6 +372,85 @@ class PaddedSrpServer(hsrp.Server):
         return _padded(self.K, len(self.Kb))
 
 
+# ---------------------------------------------------------------------------
+# --event-delay: HAP-python's event coalescing window
+# ---------------------------------------------------------------------------
+#
+# HAP-python 5.0.0 (pyhap/hap_protocol.py): AccessoryDriver.async_send_event ->
+# HAPServer.push_event -> HAPServerProtocol.queue_event(data, immediate), which stores the event
+# in the connection's _event_queue (keyed by aid, iid: a newer value replaces an older one) and
+# arms loop.call_later(EVENT_COALESCE_TIME_WINDOW = 0.5, _send_events); only characteristics
+# in characteristic.IMMEDIATE_NOTIFY (button events) use loop.call_soon instead.
+# _send_events then writes one encrypted EVENT/1.0 frame with everything queued.
+
+
+class EventSendTracker:
+    """With --event-delay 0: when an EVENT frame was handed to the transport, per aid.iid."""
+
+    def __init__(self) -> None:
+        self.armed: Optional[Tuple[int, int]] = None
+        self.sent_at: Optional[float] = None
+        self.waiter: Optional[asyncio.Future] = None
+
+    def arm(self, aid: int, iid: int) -> None:
+        self.armed, self.sent_at, self.waiter = (aid, iid), None, None
+
+    def disarm(self) -> None:
+        self.armed, self.waiter = None, None
+
+    def sent(self, keys: List[Tuple[int, int]], when: float) -> None:
+        if self.armed is None or self.sent_at is not None or self.armed not in keys:
+            return
+        self.sent_at = when  # the first subscribed connection written to
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(when)
+
+
+def install_event_delay(delay: float, tracker: EventSendTracker) -> None:
+    """Patch HAP-python's event queueing (only called when --event-delay is given)."""
+    if delay > 0:
+        # queue_event reads the module global at call time.
+        hap_protocol.EVENT_COALESCE_TIME_WINDOW = delay
+        return
+
+    proto_cls = hap_protocol.HAPServerProtocol
+
+    def send_events_now(self) -> None:
+        """HAPServerProtocol._send_events, plus the time the frame went to the transport."""
+        if self._event_timer:  # pylint: disable=protected-access
+            self._event_timer.cancel()  # pylint: disable=protected-access
+            self._event_timer = None  # pylint: disable=protected-access
+        if not self._event_queue:  # pylint: disable=protected-access
+            return
+        subscribed = self._event_queue_with_active_subscriptions()  # pylint: disable=protected-access
+        self._event_queue.clear()  # pylint: disable=protected-access
+        if not subscribed or self.transport is None or self.transport.is_closing():
+            return
+        frame = hap_protocol.create_hap_event(subscribed)
+        if self.hap_crypto:  # HAPServerProtocol.write, with the stamp taken between encrypt and send
+            self.last_activity = time.time()
+            chunks = self.hap_crypto.encrypt(frame)
+            hap_protocol.logger.debug(
+                "%s (%s): Send encrypted: %s", self.peername, self.handler.client_uuid, frame
+            )
+            when = time.time()
+            self.transport.writelines(chunks)
+        else:  # events only go to verified sessions; kept for completeness
+            when = time.time()
+            self.write(frame)
+        tracker.sent(
+            [(e[hap_protocol.HAP_REPR_AID], e[hap_protocol.HAP_REPR_IID]) for e in subscribed], when
+        )
+
+    def queue_event_now(self, data: dict, immediate: bool) -> None:  # pylint: disable=unused-argument
+        """No coalescing window: write the EVENT frame before returning."""
+        self._event_queue[(data[hap_protocol.HAP_REPR_AID], data[hap_protocol.HAP_REPR_IID])] = data  # pylint: disable=protected-access
+        self._send_events()  # pylint: disable=protected-access
+
+    proto_cls._send_events = send_events_now  # pylint: disable=protected-access
+    proto_cls.queue_event = queue_event_now
+
+
 class NoAdvertiser:
     """Stands in for zeroconf's AsyncZeroconf: nothing is multicast."""
 
@@ -460,6 +557,10 @@ class Peer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.writes: List[Dict[str, Any]] = []
+        self.event_tracker: Optional[EventSendTracker] = None
+        if args.event_delay is not None:
+            self.event_tracker = EventSendTracker()
+            install_event_delay(args.event_delay, self.event_tracker)
         try:
             fixture = load_fixture(args.fixture)
         except ValueError as ex:
@@ -610,7 +711,7 @@ class Peer:
         )
         return 200, {"ok": True, "c#": driver.state.config_version}
 
-    def set_value(self, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+    async def set_value(self, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
         try:
             aid, iid = int(body["aid"]), int(body["iid"])
             value = body["value"]
@@ -620,18 +721,43 @@ class Peer:
         if char is None:
             return 404, {"ok": False, "error": f"no characteristic {aid}.{iid}"}
         before = char.value
+        tracker = self.event_tracker if self.args.event_delay == 0 else None
+        if tracker is not None:
+            tracker.arm(aid, iid)
         try:
-            char.set_value(value)  # validates, stores, notifies subscribers if changed
-        except ValueError as ex:
-            return 400, {"ok": False, "error": str(ex)}
-        if body.get("force") and char.value == before:
-            char.notify()
-        logger.info("accessory side set %s.%s = %r", aid, iid, char.value)
-        return 200, {"ok": True, "value": char.value}
+            try:
+                char.set_value(value)  # validates, stores, notifies subscribers if changed
+            except ValueError as ex:
+                return 400, {"ok": False, "error": str(ex)}
+            if body.get("force") and char.value == before:
+                char.notify()
+            logger.info("accessory side set %s.%s = %r", aid, iid, char.value)
+            reply: Dict[str, Any] = {"ok": True, "value": char.value}
+            if tracker is not None:
+                # The patched queue_event writes synchronously on this (the driver's) thread, so
+                # sent_at is normally known already; wait briefly in case publish() was deferred.
+                if tracker.sent_at is None and self._has_event_target(aid, iid, char.value != before or body.get("force")):
+                    tracker.waiter = asyncio.get_running_loop().create_future()
+                    try:
+                        await asyncio.wait_for(asyncio.shield(tracker.waiter), 1.0)
+                    except asyncio.TimeoutError:
+                        pass
+                reply["sent_at"] = tracker.sent_at
+            return 200, reply
+        finally:
+            if tracker is not None:
+                tracker.disarm()
+
+    def _has_event_target(self, aid: int, iid: int, notified: Any) -> bool:
+        """Whether a notification for aid.iid went to at least one open, subscribed session."""
+        if not notified:
+            return False
+        clients = self.driver.topics.get(f"{aid}.{iid}") or ()
+        return any(c in self.driver.http_server.connections for c in clients)
 
     # -- control channel ---------------------------------------------------
 
-    def route(self, method: str, path: str, body: bytes) -> Tuple[int, Any]:
+    async def route(self, method: str, path: str, body: bytes) -> Tuple[int, Any]:
         try:
             payload = json.loads(body) if body.strip() else {}
         except ValueError:
@@ -639,7 +765,7 @@ class Peer:
         if method == "POST" and path == "/set":
             if not isinstance(payload, dict):
                 return 400, {"ok": False, "error": "body must be a JSON object"}
-            return self.set_value(payload)
+            return await self.set_value(payload)
         if method == "GET" and path == "/values":
             return 200, self.values()
         if method == "GET" and path == "/writes":
@@ -676,7 +802,7 @@ class Peer:
                 length = int(headers.get("content-length") or 0)
                 body = await reader.readexactly(length) if length else b""
                 try:
-                    status, payload = self.route(method.upper(), urlsplit(target).path, body)
+                    status, payload = await self.route(method.upper(), urlsplit(target).path, body)
                 except Exception as ex:  # pylint: disable=broad-except
                     logger.exception("control request failed")
                     status, payload = 500, {"ok": False, "error": str(ex)}
@@ -738,8 +864,15 @@ def main() -> int:
     parser.add_argument(
         "--permissive", action="store_true", help="stock HAP-python: no perms/unknown-id errors"
     )
+    parser.add_argument(
+        "--event-delay", type=float, default=None, metavar="SECONDS",
+        help="event coalescing window instead of HAP-python's 0.5 s; 0 = write each event "
+        "immediately and report sent_at from POST /set (default: HAP-python unchanged)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = parser.parse_args()
+    if args.event_delay is not None and not args.event_delay >= 0:
+        parser.error("--event-delay must be >= 0")
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.DEBUG if args.verbose else logging.INFO,
