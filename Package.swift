@@ -47,6 +47,9 @@ let features: [(name: String, dependencies: [Target.Dependency])] = [
     // The HTTP listener: status page, live feed, Prometheus metrics.
     ("StatusPage", [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Prometheus", package: "swift-prometheus"),
                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
+    // The gateway as a HomeKit bridge: the HAP accessory server (NIO) on the protocol core.
+    ("HomeKitBridge", ["HAP", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                       .product(name: "Crypto", package: "swift-crypto"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
     // Active/standby pairs elected through the broker.
     ("ActiveStandby", ["MQTT", "Resilience", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
 ]
@@ -154,6 +157,8 @@ let package = Package(
             dependencies: [
                 "GatewayModel", "MQTT", "VendorKit", "Resilience", "Cache", "CommandParsing",
                 .product(name: "Logging", package: "swift-log"),
+                // The HomeKit bridge's setup id (SHA-256 of its code).
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
             ],

@@ -1,5 +1,6 @@
 import FeatureAlerts
 import FeatureHomeAssistant
+import FeatureHomeKitBridge
 import FeatureHomeViews
 import FeatureScenes
 import FeatureStatusPage
@@ -31,6 +32,7 @@ public enum GatewayApp {
             ScenesFeature(),
             CoreFeature.retainedSweep,
             StatusPageFeature(),
+            HomeKitBridgeFeature(),
         ]
     }
 

@@ -5,6 +5,10 @@ import VendorKit
 package struct CacheVendorValueStore: VendorValueStore {
     package let store: CacheStore
 
+    package init(store: CacheStore) {
+        self.store = store
+    }
+
     package func value(_ key: String, vendorID: String, storingIfAbsent value: String) async throws -> String {
         try await store.run { try $0.vendorValue(key, vendorID: vendorID, storingIfAbsent: value) }
     }

@@ -95,7 +95,7 @@ public enum ConfigLoader {
             reader.problem("(file)", "expected a mapping at the top level", fix: "start with 'mqtt:' and 'vendors:' sections")
             return nil
         }
-        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts", "scenes", "http", "high_availability"])
+        reader.rejectUnknownKeys(in: root, at: "", allowed: ["mqtt", "homeassistant", "storage", "commands", "log_level", "vendors", "alerts", "scenes", "http", "high_availability", "homekit"])
 
         // mqtt
         let mqttNode = reader.mapping(root["mqtt"], at: "mqtt", required: environment[Environment.url] == nil)
@@ -316,6 +316,7 @@ public enum ConfigLoader {
         config.scenes = scenes
         config.http = http
         config.highAvailability = readHighAvailability(root["high_availability"], mqtt: config.mqtt, reader: &reader, environment: environment)
+        config.homekit = readHomeKitBridge(root["homekit"], storage: storage, reader: &reader, environment: environment, baseDirectory: baseDirectory)
         // `unusual_consumption` compares with the cache's hourly history: without `storage:` there is none.
         if storage == nil { config.alerts.consumptionFactor = 0 }
         return config

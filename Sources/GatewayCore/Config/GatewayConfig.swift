@@ -18,6 +18,8 @@ public struct GatewayConfig: Sendable {
     public var http = HTTPSettings()
     /// `high_availability:` — one of two gateways on two boxes with the same config; nil for a single gateway.
     public var highAvailability: HighAvailabilitySettings?
+    /// `homekit:` — the gateway as a HomeKit bridge; nil when off.
+    public var homekit: HomeKitBridgeSettings?
     /// What works but should be changed (`check-config` prints it, `run` logs it at start).
     public var warnings: [ConfigProblem] = []
 

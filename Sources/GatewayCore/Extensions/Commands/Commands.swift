@@ -250,6 +250,26 @@ package final class Commands: GatewayExtension {
         }
     }
 
+    /// A `/set` from another front end than MQTT (the HomeKit bridge): the same parser, lanes, outbox and vendor
+    /// rules (at most once, lock deadlines); `finished` is told nil once the command was carried out, or its error.
+    package func submit(device id: DeviceID, set: [String: JSONValue], origin: String, finished: @escaping @Sendable (GatewayError?) -> Void) {
+        let context: JSON = ["origin": .string(origin)]
+        guard let device = hub.devices[id] else {
+            fail(.unknownDevice(id.rawValue), device: nil, context: context, reply: Reply())
+            return finished(.unknownDevice(id.rawValue))
+        }
+        let payload = Array(JSONValue.object(set).render().utf8)
+        switch CommandParser.parse(payload: payload, key: nil, device: device, current: hub.states[id] ?? DeviceState()) {
+        case .failure(let error):
+            fail(error, device: id, context: context, reply: Reply())
+            finished(error)
+        case .success(let changes):
+            var job = CommandJob(command: hub.makeCommand(for: device, changes: changes), reply: Reply())
+            job.completion = finished
+            enqueue(job)
+        }
+    }
+
     // MARK: - /get
 
     package func handleGet(_ message: InboundMessage, rawID: String) {

@@ -1,0 +1,80 @@
+import Crypto
+import Foundation
+import HAP
+import Logging
+import Synchronization
+
+/// Announces the bridge as `_hap._tcp` through the system's Avahi daemon (`avahi-publish`), so the Home app finds
+/// it; the record is published again whenever `c#` or the paired flag changes. Without Avahi the bridge still
+/// works for controllers given its address, and the log says so once.
+final class BridgeAdvertiser: Sendable {
+    let name: String
+    let port: Int
+    let deviceID: String
+    let setupID: String
+    let logger: Logger
+    private let state = Mutex(State())
+
+    private struct State {
+        var process: Process?
+        var record: [String]?
+        var warned = false
+        var stopped = false
+    }
+
+    init(name: String, port: Int, deviceID: String, setupID: String, logger: Logger) {
+        self.name = name
+        self.port = port
+        self.deviceID = deviceID
+        self.setupID = setupID
+        self.logger = logger
+    }
+
+    /// The TXT record: config number, no MFi (`ff`), id, model, protocol version, state number, status flags (1 while
+    /// unpaired), category 2 (bridge), and the setup hash that ties the record to the setup code's QR payload.
+    static func record(configNumber: Int, paired: Bool, deviceID: String, setupID: String, model: String) -> [String] {
+        let hash = Array(SHA512.hash(data: Array((setupID + deviceID.uppercased()).utf8))).prefix(4)
+        return ["c#=\(configNumber)", "ff=0", "id=\(deviceID)", "md=\(model)", "pv=1.1", "s#=1", "sf=\(paired ? 0 : 1)", "ci=2",
+                "sh=\(Data(hash).base64EncodedString())"]
+    }
+
+    func update(configNumber: Int, paired: Bool) {
+        let record = Self.record(configNumber: configNumber, paired: paired, deviceID: deviceID, setupID: setupID, model: "LBS Gateway")
+        let old = state.withLock { state -> Process? in
+            guard !state.stopped, state.record != record else { return nil }
+            state.record = record
+            defer { state.process = nil }
+            return state.process
+        }
+        old?.terminate()
+        guard state.withLock({ $0.record == record && $0.process == nil && !$0.stopped }) else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["avahi-publish", "-s", name, "_hap._tcp", String(port)] + record
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+            state.withLock { $0.process = process }
+            logger.info("homekit bridge: announced as '\(name)' on port \(port) (c# \(configNumber), \(paired ? "paired" : "not paired"))")
+        } catch {
+            let warn = state.withLock { state -> Bool in
+                defer { state.warned = true }
+                return !state.warned
+            }
+            if warn {
+                logger.warning("homekit bridge: cannot announce itself over mDNS (\(error)); the Home app will not find it. Install and start Avahi: apt-get install avahi-daemon avahi-utils")
+            }
+        }
+    }
+
+    func stop() {
+        let process = state.withLock { state -> Process? in
+            state.stopped = true
+            defer { state.process = nil }
+            return state.process
+        }
+        process?.terminate()
+    }
+}
