@@ -37,7 +37,7 @@ struct LBSGateway: AsyncParsableCommand {
         commandName: "lbs-gateway",
         abstract: "MQTT edge gateway for the Living Building System: vendor devices in, normalized MQTT topics out.",
         version: GatewayController.version,
-        subcommands: [Run.self, CheckConfig.self, TLSPin.self, ConfigPaths.self],
+        subcommands: [Run.self, CheckConfig.self, TLSPin.self, ConfigPaths.self, HomeKitCode.self],
         defaultSubcommand: nil
     )
 }
@@ -199,6 +199,32 @@ extension LBSGateway {
                 print("\(failure.problems.count) problem(s) found")
                 throw ExitCode(1)
             }
+        }
+    }
+
+    struct HomeKitCode: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "homekit-code",
+            abstract: "The HomeKit bridge's setup code and setup payload (X-HM://…, what the Home app's QR code holds).",
+            discussion: """
+                Reads the code from homekit.setup_code_file (or _env) of the configuration. `run` never logs it.                 Draw the QR code with e.g. `qrencode -t ansiutf8 'X-HM://…'` and scan it in the Home app (Add Accessory).
+                """
+        )
+
+        @OptionGroup var options: ConfigOption
+
+        func run() async throws {
+            let config = try options.loadOrExit()
+            guard let homekit = config.homekit else {
+                FileHandle.standardError.write(Data("lbs-gateway: \(options.config) has no homekit: section (the HomeKit bridge is off)\n".utf8))
+                throw ExitCode(1)
+            }
+            let code = homekit.setupCode.reveal()
+            let uri = HomeKitBridgeSettings.setupURI(code: code)
+            print("setup code:  \(code)")
+            print("setup URI:   \(uri)   (category 2: bridge)")
+            print("QR code:     qrencode -t ansiutf8 '\(uri)'")
+            print("name:        \(homekit.name) on port \(homekit.port)")
         }
     }
 
