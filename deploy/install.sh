@@ -147,6 +147,13 @@ if $packages && $broker && [[ "$broker_url" =~ ^mqtts?://(localhost|127\.0\.0\.1
   fi
 fi
 
+# HomeKit (the bridge announcing itself, accessories found by their id) uses the box's Avahi daemon for mDNS.
+if $packages && grep -Eq '^homekit:|type:[[:space:]]*homekit' "$config"; then
+  say "the config uses HomeKit: installing Avahi for mDNS (avahi-daemon, avahi-utils)"
+  apt_install avahi-daemon avahi-utils
+  systemctl enable --now avahi-daemon >/dev/null 2>&1 || true
+fi
+
 /usr/local/bin/lbs-gateway check-config --config /etc/lbs-gateway/config.yaml || \
   echo "install.sh: the config needs attention before the service can start (see above)" >&2
 systemctl daemon-reload

@@ -292,10 +292,6 @@ final class BridgeExtension: GatewayExtension {
         }
         runtime.server?.notify(changes)
     }
-
-    func report(into report: inout BridgeReport) {
-        report.counters["homekit_sessions"] = runtime.server?.sessionCount ?? 0
-    }
 }
 
 enum BridgeServerKey {

@@ -9,16 +9,29 @@ public enum HomeKitProbe {
     public static func pairSetup(host: String, port: Int, setupCode: String, identity: ControllerIdentity = .generate(),
                                  timeout: Duration = .seconds(10)) async throws -> AccessoryPairing {
         let time = TimeSource(ContinuousClock())
-        return try await HAPConnection.withConnection(host: host, port: port, label: "probe", connectTimeout: timeout, time: time, onEvent: { _ in }) { connection in
-            var client = PairSetupClient(setupCode: setupCode, identity: identity)
-            func exchange(_ body: [UInt8]) async throws -> [UInt8] {
-                try await connection.request("POST", "/pair-setup", contentType: "application/pairing+tlv8", body: body, timeout: timeout).body
+        // As the vendor does: an accessory that refuses the proof when K began with a zero byte (HAP-python truncates
+        // it) is asked again with a fresh SRP secret.
+        for attempt in 1...4 {
+            let result: AccessoryPairing? = try await HAPConnection.withConnection(
+                host: host, port: port, label: "probe", connectTimeout: timeout, time: time, onEvent: { _ in }
+            ) { connection in
+                var client = PairSetupClient(setupCode: setupCode, identity: identity)
+                func exchange(_ body: [UInt8]) async throws -> [UInt8] {
+                    try await connection.request("POST", "/pair-setup", contentType: "application/pairing+tlv8", body: body, timeout: timeout).body
+                }
+                do {
+                    let m2 = try await exchange(client.m1())
+                    let m4 = try await exchange(try client.m3(answering: m2))
+                    let m6 = try await exchange(try client.m5(answering: m4))
+                    return try client.finish(answering: m6)
+                } catch HAPError.refused(.authentication, let step, let delay) {
+                    if client.mayRetryRefusal, attempt < 4 { return nil }
+                    throw HAPError.refused(.authentication, step: step, retryDelay: delay)
+                }
             }
-            let m2 = try await exchange(client.m1())
-            let m4 = try await exchange(try client.m3(answering: m2))
-            let m6 = try await exchange(try client.m5(answering: m4))
-            return try client.finish(answering: m6)
+            if let result { return result }
         }
+        throw HAPError.authentication("the accessory refused the proof 4 times")
     }
 
     /// Pair Verify on a fresh connection, then one encrypted `GET /accessories`; returns its body's size.
