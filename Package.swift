@@ -249,7 +249,7 @@ let package = Package(
 
         .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),
         .testTarget(name: "MQTTTests", dependencies: ["TestTraits", "MQTT", "GatewayTesting"], swiftSettings: strict),
-        .testTarget(name: "HAPTests", dependencies: ["HAP", "GatewayModel"], swiftSettings: strict),
+        .testTarget(name: "HAPTests", dependencies: ["HAP", "GatewayModel", "ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(name: "CurlHTTPTests", dependencies: ["TestTraits", "CurlHTTP", "ConsciousnessSimulator", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "ResilienceTests", dependencies: ["TestTraits", "Resilience", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "CacheTests", dependencies: ["TestTraits", "Cache", "GatewayTesting"], swiftSettings: strict),

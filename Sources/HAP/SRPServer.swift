@@ -6,8 +6,10 @@ import Foundation
 #endif
 import ModularPower
 
-/// The accessory's half of HAP's SRP-6a, with HomeKitADK's byte forms: B sent minimal, A taken zero-extended,
-/// u = H(PAD(A) ‖ PAD(B)), K = H(minimal S), M1 over minimal A and B, M2 = H(PAD(A) ‖ M1 ‖ K).
+/// The accessory's half of HAP's SRP-6a. Controllers disagree on byte forms where a value starts with a zero byte
+/// (HomeKitADK and iOS strip, aiohomekit pads S and puts B "as received" into u and M1): B goes out padded to 384
+/// bytes, so u = H(PAD(A) ‖ PAD(B)) whatever form a controller hashes, and the proof M1 is checked against every form
+/// of A, B and K a controller may have used; the answer M2 and the session key follow the form that matched.
 public struct SRPServer: Sendable {
     public let salt: [UInt8]
     let verifier: BigUInt
@@ -26,22 +28,35 @@ public struct SRPServer: Sendable {
         publicValue = (SRPClient.multiplier * verifier + g.power(self.secret, oddModulus: n)) % n
     }
 
-    /// B as sent in pair-setup M2.
-    public var publicBytes: [UInt8] { SRPClient.minimal(publicValue) }
+    /// B as sent in pair-setup M2: padded to the group's 384 bytes.
+    public var publicBytes: [UInt8] { SRPClient.padded(publicValue) }
 
     /// Checks the controller's proof; returns K and the accessory's proof M2. Throws `.authentication` for a
-    /// wrong setup code (the proof does not match) or an invalid A.
+    /// wrong setup code (no form of the proof matches) or an invalid A.
     public func verify(clientPublic: [UInt8], proof: [UInt8]) throws(HAPError) -> (key: [UInt8], serverProof: [UInt8]) {
         let n = SRPClient.modulus
         let a = BigUInt(Data(clientPublic))
         guard !(a % n).isZero else { throw .authentication("the controller's SRP public value is 0 mod N") }
         let u = BigUInt(Data(SRPClient.sha512(SRPClient.padded(a) + SRPClient.padded(publicValue))))
         let s = ((a * verifier.power(u, oddModulus: n)) % n).power(secret, oddModulus: n)
-        let key = SRPClient.sha512(SRPClient.minimal(s))
         let hashN = SRPClient.sha512(SRPClient.minimal(n)), hashG = SRPClient.sha512(SRPClient.minimal(SRPClient.generator))
-        let xored = zip(hashN, hashG).map { $0 ^ $1 }
-        let expected = SRPClient.sha512(xored + SRPClient.sha512(SRPClient.username) + salt + SRPClient.minimal(a) + publicBytes + key)
-        guard expected == proof else { throw .authentication("the SRP proof does not match the setup code") }
-        return (key, SRPClient.sha512(SRPClient.padded(a) + proof + key))
+        let prefix = zip(hashN, hashG).map { $0 ^ $1 } + SRPClient.sha512(SRPClient.username) + salt
+        let keys = unique([SRPClient.sha512(SRPClient.minimal(s)), SRPClient.sha512(SRPClient.padded(s))])
+        let aForms = unique([clientPublic, SRPClient.minimal(a), SRPClient.padded(a)])
+        let bForms = unique([SRPClient.minimal(publicValue), SRPClient.padded(publicValue)])
+        for key in keys {
+            for aForm in aForms {
+                for bForm in bForms where SRPClient.sha512(prefix + aForm + bForm + key) == proof {
+                    return (key, SRPClient.sha512(aForm + proof + key))
+                }
+            }
+        }
+        throw .authentication("the SRP proof does not match the setup code")
+    }
+
+    private func unique(_ forms: [[UInt8]]) -> [[UInt8]] {
+        var seen: [[UInt8]] = []
+        for form in forms where !seen.contains(form) { seen.append(form) }
+        return seen
     }
 }

@@ -1,4 +1,7 @@
+import BigInt
+import Foundation
 import Crypto
+import ModularPower
 import GatewayModel
 import HAP
 import Testing
@@ -201,5 +204,51 @@ enum SRPClientProbe {
         var wary = PairVerifyClient(identity: ControllerIdentity.generate(), accessory: AccessoryPairing(accessoryID: accessory.pairingID, publicKey: accessory.publicKey))
         guard case .answer(let forged) = impostor.handle(wary.m1(), known: { _ in nil }) else { Issue.record("V2"); return }
         #expect(throws: HAPError.self) { try wary.m3(answering: forged) }
+    }
+}
+
+/// The accessory's SRP against the byte forms controllers really use where values start with a zero byte: our own
+/// (minimal A, K from minimal S) and aiohomekit's (padded A, u over B as received, K from padded S). Secrets are
+/// searched until every leading-zero case has happened, so the test cannot pass by luck.
+@Suite struct SRPFormsTests {
+    /// aiohomekit 3.x's controller arithmetic, written out (its `srp.py`), for the test only.
+    static func aiohomekitProof(salt: [UInt8], serverPublic: [UInt8], code: String, secret: BigUInt) -> (a: [UInt8], proof: [UInt8], key: [UInt8], shortS: Bool) {
+        let n = SRPClient.modulus, g = SRPClient.generator
+        func h(_ bytes: [UInt8]) -> [UInt8] { Array(SHA512.hash(data: bytes)) }
+        func pad(_ value: BigUInt) -> [UInt8] { let bytes = [UInt8](value.serialize()); return [UInt8](repeating: 0, count: 384 - bytes.count) + bytes }
+        let aValue = g.power(secret, oddModulus: n)
+        let b = BigUInt(Data(serverPublic))
+        let k = BigUInt(Data(h(pad(n) + pad(g))))
+        let u = BigUInt(Data(h(pad(aValue) + serverPublic)))
+        let x = BigUInt(Data(h(salt + h(Array("Pair-Setup:\(code)".utf8)))))
+        let base = ((b % n) + n - (k * g.power(x, oddModulus: n)) % n) % n
+        let s = base.power(secret + u * x, oddModulus: n)
+        let key = h(pad(s))
+        let xored = zip(h([UInt8](n.serialize())), h([UInt8](g.serialize()))).map { $0 ^ $1 }
+        let proof = h(xored + h(Array("Pair-Setup".utf8)) + salt + pad(aValue) + serverPublic + key)
+        return (pad(aValue), proof, key, [UInt8](s.serialize()).count < 384)
+    }
+
+    @Test func bothControllersPairWhateverTheLeadingZeros() throws {
+        var sawShortB = false, sawShortS = false
+        let rounds = Array(1...12) + [32, 307, 391]
+        for round in rounds {
+            let server = SRPServer(setupCode: "482-19-573", salt: Array(Array(SHA256.hash(data: Array("salt \(round)".utf8))).prefix(16)),
+                                   secret: Array(SHA256.hash(data: Array("b \(round)".utf8))))
+            #expect(server.publicBytes.count == 384)
+            if server.publicBytes.first == 0 { sawShortB = true }
+            // Ours.
+            let client = SRPClient(secret: Array(SHA256.hash(data: Array("a \(round)".utf8))))
+            let session = try client.session(salt: server.salt, serverPublic: server.publicBytes, setupCode: "482-19-573")
+            let (key, serverProof) = try server.verify(clientPublic: client.publicBytes, proof: session.proof)
+            #expect(key == session.key && session.expectedServerProofs.contains(serverProof))
+            // aiohomekit's.
+            let secret = BigUInt(Data(Array(SHA256.hash(data: Array("c \(round)".utf8)))))
+            let theirs = Self.aiohomekitProof(salt: server.salt, serverPublic: server.publicBytes, code: "482-19-573", secret: secret)
+            let (theirKey, _) = try server.verify(clientPublic: theirs.a, proof: theirs.proof)
+            #expect(theirKey == theirs.key, "round \(round)")
+            if theirs.shortS { sawShortS = true }
+        }
+        #expect(sawShortB && sawShortS, "a B and an S with a leading zero byte came up")
     }
 }

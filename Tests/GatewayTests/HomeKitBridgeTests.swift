@@ -1,0 +1,122 @@
+import Foundation
+@testable import FeatureHomeKitBridge
+@testable import GatewayCore
+import GatewayTesting
+import MQTT
+import TestTraits
+import Testing
+
+/// The gateway as a HomeKit bridge against Home Assistant's own HomeKit controller (aiohomekit, driven by
+/// `deploy/homekit/hap-controller.py`): pair with the setup code over TCP, the demo light and lock with the right
+/// services, reads equal to MQTT state, writes that change MQTT state, an MQTT `/set` arriving as an event, a
+/// second controller refused, pairings and aids that survive a restart.
+@Suite(.integration, .serialized, .timeLimit(.minutes(3)), .enabled(if: HAPPeer.enabled, "set LBS_HAP_PYTHON (deploy/homekit/peer-setup.sh; .ci/run does)"))
+struct HomeKitBridgeTests {
+    static let code = "482-19-573"
+
+    static func start(directory: TemporaryDirectory, port: Int, broker: MosquittoBroker? = nil) async throws -> GatewayHarness {
+        let codeFile = directory.file("homekit-code")
+        if !FileManager.default.fileExists(atPath: codeFile) {
+            _ = FileManager.default.createFile(atPath: codeFile, contents: Data((code + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        }
+        return try await GatewayHarness.start(
+            broker: broker, directory: directory,
+            yaml: "homekit: {listen: \"127.0.0.1:\(port)\", setup_code_file: \(codeFile), advertise: false, devices: [demo_light, demo_lock, demo_thermostat]}",
+            storage: true
+        )
+    }
+
+    /// aid of the bridged accessory whose Accessory Information name is `name`.
+    static func aid(named name: String, in accessories: [[String: Any]]) -> Int? {
+        accessories.first { accessory in
+            (accessory["services"] as? [[String: Any]] ?? []).contains { service in
+                (service["characteristics"] as? [[String: Any]] ?? []).contains { ($0["type"] as? String)?.uppercased().hasPrefix("00000023") == true || $0["type"] as? String == "23" ? $0["value"] as? String == name : false }
+            }
+        }?["aid"] as? Int
+    }
+
+    static func serviceTypes(_ aid: Int, in accessories: [[String: Any]]) -> [String] {
+        let accessory = accessories.first { $0["aid"] as? Int == aid }
+        return (accessory?["services"] as? [[String: Any]] ?? []).compactMap { $0["type"] as? String }
+    }
+
+    @Test func aiohomekitPairsReadsWritesSubscribesAndKeepsItsPairingAcrossARestart() async throws {
+        let directory = try TemporaryDirectory()
+        let port = try freeLoopbackPort()
+        var gateway = try await Self.start(directory: directory, port: port)
+        let client = try await gateway.observer("lbs/device/#")
+        _ = try await client.waitForMessage(topic: "lbs/device/demo_light", timeout: .seconds(10))
+        try await waitUntil("the bridge listens on \(port)", timeout: .seconds(10)) { loopbackPortAcceptsConnections(port) }
+
+        let controller = try HAPController(logDirectory: directory.path)
+        defer { controller.stop() }
+        let pairingFile = directory.file("pairing.json")
+        let paired = try await controller.send(["cmd": "pair", "host": "127.0.0.1", "port": port, "setup_code": Self.code, "pairing_file": pairingFile, "verify": true])
+        #expect(paired["ok"] as? Bool == true, "\(paired)")
+        let listed = try await controller.send(["cmd": "accessories"])
+        let accessories = try #require(listed["accessories"] as? [[String: Any]], "\(listed)")
+        #expect(Self.serviceTypes(1, in: accessories).map { $0.uppercased() } .contains { $0 == "3E" || $0.hasPrefix("0000003E") })
+        let light = try #require(Self.aid(named: "Demo Light", in: accessories), "\(accessories)")
+        let lock = try #require(Self.aid(named: "Demo Front Door Lock", in: accessories))
+        #expect(Self.serviceTypes(light, in: accessories).contains { $0 == "43" || $0.uppercased().hasPrefix("00000043") })
+        #expect(Self.serviceTypes(lock, in: accessories).contains { $0 == "45" || $0.uppercased().hasPrefix("00000045") })
+        #expect(accessories.count == 4, "the bridge and the three devices chosen")
+
+        // Reads are the MQTT state.
+        let on = "\(light).\(BridgeModel.iid(.lightbulb, 1))", brightness = "\(light).\(BridgeModel.iid(.lightbulb, 2))"
+        let lockCurrent = "\(lock).\(BridgeModel.iid(.lock, 1))", lockTarget = "\(lock).\(BridgeModel.iid(.lock, 2))"
+        let mqttLight = try #require(client.messages(on: "lbs/device/demo_light").last?.json)
+        let read = try await controller.send(["cmd": "read", "ids": [on, brightness, lockCurrent]])
+        let values = try #require(read["values"] as? [String: Any], "\(read)")
+        #expect((values[on] as? Bool) == (mqttLight["state"] as? String == "ON") || (values[on] as? Int) == (mqttLight["state"] as? String == "ON" ? 1 : 0), "\(values) vs \(mqttLight)")
+        #expect((values[brightness] as? Double) == (mqttLight["brightness"] as? Double), "\(values) vs \(mqttLight)")
+        let mqttLock = try await client.waitForMessage(topic: "lbs/device/demo_lock", timeout: .seconds(5))
+        #expect((values[lockCurrent] as? Int) == (mqttLock.json?["lock"] as? String == "LOCKED" ? 1 : 0))
+
+        // A write goes through the command path and changes MQTT state.
+        let wanted = mqttLight["state"] as? String == "ON" ? false : true
+        let written = try await controller.send(["cmd": "write", "items": [[on, wanted]]])
+        #expect(written["ok"] as? Bool == true && (written["statuses"] as? [String: Any])?.isEmpty != false, "\(written)")
+        _ = try await client.waitForMessage(topic: "lbs/device/demo_light", timeout: .seconds(5)) { $0.json?["state"] as? String == (wanted ? "ON" : "OFF") }
+        let unlocked = try await controller.send(["cmd": "write", "items": [[lockTarget, 0]]])
+        #expect(unlocked["ok"] as? Bool == true && (unlocked["statuses"] as? [String: Any])?.isEmpty != false, "\(unlocked)")
+        _ = try await client.waitForMessage(topic: "lbs/device/demo_lock", timeout: .seconds(5)) { $0.json?["lock"] as? String == "UNLOCKED" }
+        // A value outside the characteristic's range is refused with HAP's invalid-value status, not sent.
+        let refused = try await controller.send(["cmd": "write", "items": [[brightness, 250]]])
+        #expect((refused["statuses"] as? [String: Any])?[brightness] as? Int == -70410, "\(refused)")
+
+        // An MQTT /set arrives as an event within 2 s.
+        let subscribed = try await controller.send(["cmd": "subscribe", "ids": [brightness, on]])
+        #expect(subscribed["ok"] as? Bool == true, "\(subscribed)")
+        try await client.publish("lbs/device/demo_light/set", #"{"brightness":33}"#, qos: .atLeastOnce)
+        let events = try await controller.send(["cmd": "events", "wait": 2.0, "min": 1])
+        let brightnessEvents = (events["events"] as? [[String: Any]] ?? []).filter { $0["id"] as? String == brightness }
+        #expect(brightnessEvents.last?["value"] as? Double == 33, "\(events)")
+
+        // A second controller cannot pair while the bridge is paired.
+        let stranger = try HAPController(logDirectory: directory.path)
+        defer { stranger.stop() }
+        let second = try await stranger.send(["cmd": "pair", "host": "127.0.0.1", "port": port, "setup_code": Self.code, "pairing_file": directory.file("second.json")])
+        #expect(second["ok"] as? Bool == false && (second["error"] as? String ?? "").contains("Unavailable"), "\(second)")
+
+        // Restart: the pairing and the aids are kept; the controller verifies with its saved pairing.
+        await gateway.stop()
+        await client.shutdown()
+        controller.stop()
+        gateway = try await Self.start(directory: directory, port: port, broker: gateway.broker)
+        defer { Task { [gateway] in await gateway.stop() } }
+        let watcher = try await gateway.observer("lbs/device/demo_light")
+        _ = try await watcher.waitForMessage(topic: "lbs/device/demo_light", timeout: .seconds(10))
+        try await waitUntil("the bridge listens again", timeout: .seconds(10)) { loopbackPortAcceptsConnections(port) }
+        let again = try HAPController(logDirectory: directory.path)
+        defer { again.stop() }
+        let loaded = try await again.send(["cmd": "load", "pairing_file": pairingFile, "host": "127.0.0.1", "port": port])
+        #expect(loaded["ok"] as? Bool == true && loaded["connected"] as? Bool == true, "\(loaded)")
+        let relisted = try await again.send(["cmd": "accessories"])
+        let after = try #require(relisted["accessories"] as? [[String: Any]], "\(relisted)")
+        #expect(Self.aid(named: "Demo Light", in: after) == light && Self.aid(named: "Demo Front Door Lock", in: after) == lock)
+        let pairings = try await again.send(["cmd": "list_pairings"])
+        #expect((pairings["pairings"] as? [[String: Any]])?.count == 1, "\(pairings)")
+        await watcher.shutdown()
+    }
+}
