@@ -119,4 +119,74 @@ struct HomeKitBridgeTests {
         #expect((pairings["pairings"] as? [[String: Any]])?.count == 1, "\(pairings)")
         await watcher.shutdown()
     }
+
+    /// HomeKit in, HomeKit out: an Eve Energy (HAP-python) paired by the gateway's HomeKit vendor and bridged back out.
+    /// A non-admin controller added by the admin can read but not manage pairings, and loses its session when the
+    /// admin removes it; an accessory that goes away answers "not reachable" instead of its last value.
+    @Test func aRemovedControllerLosesItsSessionAndAnOfflineDeviceIsNotReachable() async throws {
+        let directory = try TemporaryDirectory()
+        let peer = try await HAPPeer.start(fixture: "eve_energy.json", stateDirectory: directory.file("peer"))
+        defer { Task { await peer.stop() } }
+        let peerCode = directory.file("peer-code")
+        _ = FileManager.default.createFile(atPath: peerCode, contents: Data((peer.setupCode + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        let codeFile = directory.file("homekit-code")
+        _ = FileManager.default.createFile(atPath: codeFile, contents: Data((Self.code + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        let port = try freeLoopbackPort()
+        let gateway = try await GatewayHarness.start(
+            directory: directory,
+            yaml: "homekit: {listen: \"127.0.0.1:\(port)\", setup_code_file: \(codeFile), advertise: false, devices: [hk_plug]}",
+            vendors: """
+              - type: homekit
+                id: hk
+                accessories:
+                  - {name: plug, host: 127.0.0.1, port: \(peer.port), setup_code_file: \(peerCode)}
+            """,
+            storage: true
+        )
+        defer { Task { await gateway.stop() } }
+        let client = try await gateway.observer("lbs/device/#")
+        _ = try await client.waitForMessage(topic: "lbs/device/hk_plug/availability", timeout: .seconds(30)) { $0.json?["state"] as? String == "online" }
+        try await waitUntil("the bridge listens on \(port)", timeout: .seconds(10)) { loopbackPortAcceptsConnections(port) }
+
+        let admin = try HAPController(logDirectory: directory.path)
+        defer { admin.stop() }
+        let paired = try await admin.send(["cmd": "pair", "host": "127.0.0.1", "port": port, "setup_code": Self.code, "pairing_file": directory.file("a.json"), "verify": true])
+        #expect(paired["ok"] as? Bool == true, "\(paired)")
+        var accessories: [[String: Any]] = []
+        // The plug joins the bridge once the vendor delivered it (a rebuild after its inventory).
+        try await waitUntil("the plug is bridged", timeout: .seconds(10)) {
+            accessories = (try await admin.send(["cmd": "accessories"]))["accessories"] as? [[String: Any]] ?? []
+            return accessories.count == 2
+        }
+        let plug = try #require(Self.aid(named: "Eve Energy 50FF", in: accessories), "\(accessories)")
+        #expect(Self.serviceTypes(plug, in: accessories).contains { $0 == "47" || $0.uppercased().hasPrefix("00000047") })
+        let on = "\(plug).\(BridgeModel.iid(.outlet, 1))", power = "\(plug).\(BridgeModel.iid(.outlet, 8))"
+        let first = try await admin.send(["cmd": "read", "ids": [on, power]])
+        #expect((first["statuses"] as? [String: Any])?.isEmpty != false && (first["values"] as? [String: Any])?[power] != nil, "\(first)")
+
+        // A user (not admin) controller: reads, may not manage pairings, and is cut off when removed.
+        let added = try await admin.send(["cmd": "add_pairing", "pairing_file": directory.file("b.json"), "admin": false])
+        #expect(added["ok"] as? Bool == true, "\(added)")
+        let user = try HAPController(logDirectory: directory.path)
+        defer { user.stop() }
+        let loaded = try await user.send(["cmd": "load", "pairing_file": directory.file("b.json"), "host": "127.0.0.1", "port": port])
+        #expect(loaded["ok"] as? Bool == true, "\(loaded)")
+        let userRead = try await user.send(["cmd": "read", "ids": [on]])
+        #expect((userRead["values"] as? [String: Any])?[on] != nil, "\(userRead)")
+        let userList = try await user.send(["cmd": "list_pairings"])
+        #expect(userList["ok"] as? Bool == false, "a user may not list pairings: \(userList)")
+        let removed = try await admin.send(["cmd": "remove_pairing", "id": try #require(added["id"] as? String)])
+        #expect(removed["ok"] as? Bool == true, "\(removed)")
+        let afterRemoval = try await user.send(["cmd": "read", "ids": [on], "timeout": 15])
+        #expect(afterRemoval["ok"] as? Bool == false, "the removed controller's session must be closed: \(afterRemoval)")
+        let remaining = try await admin.send(["cmd": "list_pairings"])
+        #expect((remaining["pairings"] as? [[String: Any]])?.count == 1, "\(remaining)")
+
+        // The accessory goes away: the bridged plug is "not reachable", not its last value.
+        await peer.stop()
+        _ = try await client.waitForMessage(topic: "lbs/device/hk_plug/availability", timeout: .seconds(20)) { $0.json?["state"] as? String == "offline" }
+        let offline = try await admin.send(["cmd": "read", "ids": [on]])
+        #expect((offline["statuses"] as? [String: Any])?[on] as? Int == -70402, "\(offline)")
+        await client.shutdown()
+    }
 }
