@@ -5,6 +5,7 @@ import GatewayTesting
 import MQTT
 import TestTraits
 import Testing
+import VendorHomeKit
 
 /// The gateway as a HomeKit bridge against Home Assistant's own HomeKit controller (aiohomekit, driven by
 /// `deploy/homekit/hap-controller.py`): pair with the setup code over TCP, the demo light and lock with the right
@@ -188,5 +189,38 @@ struct HomeKitBridgeTests {
         let offline = try await admin.send(["cmd": "read", "ids": [on]])
         #expect((offline["statuses"] as? [String: Any])?[on] as? Int == -70402, "\(offline)")
         await client.shutdown()
+    }
+
+    /// The Home app finds the bridge over mDNS: `_hap._tcp` through the system's Avahi, with the TXT record HAP
+    /// wants (category 2, not paired, its id); once paired, `sf` is 0.
+    @Test(.enabled(if: Avahi.available || Avahi.required, "needs a running avahi-daemon (deploy/avahi.sh start; .ci/run does)"))
+    func announcedOverMDNSUntilPaired() async throws {
+        let directory = try TemporaryDirectory()
+        let port = try freeLoopbackPort()
+        let codeFile = directory.file("homekit-code")
+        _ = FileManager.default.createFile(atPath: codeFile, contents: Data((Self.code + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        let name = "LBS Test Bridge \(UInt16.random(in: 0...UInt16.max))"
+        let gateway = try await GatewayHarness.start(
+            directory: directory, yaml: "homekit: {listen: \"127.0.0.1:\(port)\", setup_code_file: \(codeFile), name: \(name)}", storage: true
+        )
+        defer { Task { await gateway.stop() } }
+        await gateway.waitUntilOnline()
+        let browser = AvahiBrowser()
+        var record: HAPServiceRecord?
+        try await waitUntil("the bridge is announced", timeout: .seconds(20)) {
+            record = try await browser.browse().first { $0.name == name }
+            return record != nil
+        }
+        let announced = try #require(record)
+        #expect(announced.port == port && announced.category == 2 && !announced.isPaired && announced.configNumber != nil, "\(announced)")
+
+        let controller = try HAPController(logDirectory: directory.path)
+        defer { controller.stop() }
+        let paired = try await controller.send(["cmd": "pair", "host": "127.0.0.1", "port": port, "setup_code": Self.code, "pairing_file": directory.file("a.json")])
+        #expect(paired["ok"] as? Bool == true, "\(paired)")
+        #expect(paired["accessory_id"] as? String == announced.deviceID)
+        try await waitUntil("the record says paired", timeout: .seconds(20)) {
+            try await browser.browse().first { $0.name == name }?.isPaired == true
+        }
     }
 }

@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HAP
 import Logging
 import Synchronization
@@ -7,6 +10,10 @@ import Synchronization
 /// Announces the bridge as `_hap._tcp` through the system's Avahi daemon (`avahi-publish`), so the Home app finds
 /// it; the record is published again whenever `c#` or the paired flag changes. Without Avahi the bridge still
 /// works for controllers given its address, and the log says so once.
+///
+/// The publisher is a child process that must not outlive the gateway (a stale record would make the next start's
+/// record "LBS Gateway #2"): it runs under `setpriv --pdeathsig KILL`, is stopped with SIGKILL (the gateway blocks
+/// SIGTERM for its signal handling, and children inherit that mask), and `keepAlive` starts it again if it ended.
 final class BridgeAdvertiser: Sendable {
     let name: String
     let port: Int
@@ -38,7 +45,7 @@ final class BridgeAdvertiser: Sendable {
                 "sh=\(Data(hash).base64EncodedString())"]
     }
 
-    func update(configNumber: Int, paired: Bool) {
+    func update(configNumber: Int, paired: Bool) async {
         let record = Self.record(configNumber: configNumber, paired: paired, deviceID: deviceID, setupID: setupID, model: "LBS Gateway")
         let old = state.withLock { state -> Process? in
             guard !state.stopped, state.record != record else { return nil }
@@ -46,11 +53,38 @@ final class BridgeAdvertiser: Sendable {
             defer { state.process = nil }
             return state.process
         }
-        old?.terminate()
+        if let old {
+            // The old record must be withdrawn before the new one takes the name, or Avahi renames it ("… #2").
+            await Self.kill(old)
+        }
+        start(record: record, configNumber: configNumber, paired: paired)
+    }
+
+    /// Starts the publisher again if it ended (Avahi restarted, or it was killed); called every few seconds.
+    func keepAlive() {
+        let record = state.withLock { state -> [String]? in
+            guard !state.stopped, let record = state.record, state.process?.isRunning != true else { return nil }
+            state.process = nil
+            return record
+        }
+        guard let record else { return }
+        let paired = record.contains("sf=0")
+        let configNumber = record.first { $0.hasPrefix("c#=") }.flatMap { Int($0.dropFirst(3)) } ?? 1
+        start(record: record, configNumber: configNumber, paired: paired)
+    }
+
+    static func kill(_ process: Process) async {
+        guard process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        for _ in 0..<100 where process.isRunning { try? await Task.sleep(for: .milliseconds(20)) }
+    }
+
+    private func start(record: [String], configNumber: Int, paired: Bool) {
         guard state.withLock({ $0.record == record && $0.process == nil && !$0.stopped }) else { return }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["avahi-publish", "-s", name, "_hap._tcp", String(port)] + record
+        let publish = ["avahi-publish", "-s", name, "_hap._tcp", String(port)] + record
+        process.arguments = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") ? ["setpriv", "--pdeathsig", "KILL", "--"] + publish : publish
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
@@ -75,6 +109,6 @@ final class BridgeAdvertiser: Sendable {
             defer { state.process = nil }
             return state.process
         }
-        process?.terminate()
+        if let process, process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
     }
 }

@@ -94,7 +94,7 @@ final class BridgeRuntime: Sendable {
             logger.error("homekit bridge: could not store its state in the cache: \(error)")
         }
         if before.pairings.isEmpty != after.pairings.isEmpty || before.configNumber != after.configNumber {
-            state.withLock { $0.advertiser }?.update(configNumber: after.configNumber, paired: !after.pairings.isEmpty)
+            await state.withLock { $0.advertiser }?.update(configNumber: after.configNumber, paired: !after.pairings.isEmpty)
         }
     }
 

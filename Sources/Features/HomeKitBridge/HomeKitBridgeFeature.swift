@@ -62,11 +62,23 @@ struct HomeKitBridgeService: Service {
                                setupID: HomeKitBridgeSettings.setupID(for: code), logger: logger)
             : nil
         runtime.attach(server: server, advertiser: advertiser)
-        advertiser?.update(configNumber: snapshot.configNumber, paired: !snapshot.pairings.isEmpty)
+        await advertiser?.update(configNumber: snapshot.configNumber, paired: !snapshot.pairings.isEmpty)
         defer { advertiser?.stop() }
         do {
             try await cancelWhenGracefulShutdown {
-                try await server.run()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await server.run() }
+                    if let advertiser {
+                        group.addTask {
+                            while !Task.isCancelled {
+                                try await Task.sleep(for: .seconds(5))
+                                advertiser.keepAlive()
+                            }
+                        }
+                    }
+                    try await group.next()
+                    group.cancelAll()
+                }
             }
         } catch is CancellationError {
         } catch {

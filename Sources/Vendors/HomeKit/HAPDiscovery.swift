@@ -1,32 +1,35 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import GatewayModel
 
 /// One `_hap._tcp` service seen over mDNS: an accessory's name, its TXT record and where it answers.
 public struct HAPServiceRecord: Sendable, Equatable {
-    var name: String
+    public var name: String
     /// `id`: the accessory's pairing id, `AA:BB:CC:DD:EE:FF` (upper-cased here).
-    var deviceID: String
-    var model: String?
+    public var deviceID: String
+    public var model: String?
     /// `ci`: what the accessory is (2 bridge, 5 lightbulb, 9 thermostat …).
-    var category: Int?
+    public var category: Int?
     /// `sf`: 1 = not paired, 2 = not configured for Wi-Fi, 4 = a problem.
-    var statusFlags: Int?
+    public var statusFlags: Int?
     /// `c#`: bumps when the accessory's database changes.
-    var configNumber: Int?
-    var address: String
-    var port: Int
-    var interface: String
+    public var configNumber: Int?
+    public var address: String
+    public var port: Int
+    public var interface: String
 
-    var isPaired: Bool { (statusFlags ?? 0) & 1 == 0 }
+    public var isPaired: Bool { (statusFlags ?? 0) & 1 == 0 }
 
-    static let categories: [Int: String] = [
+    public static let categories: [Int: String] = [
         1: "other", 2: "bridge", 3: "fan", 4: "garage_door", 5: "lightbulb", 6: "door_lock", 7: "outlet", 8: "switch", 9: "thermostat",
         10: "sensor", 11: "security_system", 12: "door", 13: "window", 14: "window_covering", 15: "programmable_switch", 16: "range_extender",
         17: "ip_camera", 18: "video_doorbell", 19: "air_purifier", 20: "heater", 21: "air_conditioner", 22: "humidifier", 23: "dehumidifier",
         28: "sprinkler", 29: "faucet", 30: "shower_head", 31: "television", 32: "remote",
     ]
 
-    var json: JSONValue {
+    public var json: JSONValue {
         var object: [String: JSONValue] = [
             "name": .string(name), "id": .string(deviceID), "address": .string(address), "port": .number(Double(port)), "paired": .bool(isPaired),
         ]
@@ -77,7 +80,8 @@ public struct AvahiBrowser: HAPServiceBrowserProtocol {
         }
         let deadline = Task {
             try await Task.sleep(for: timeout)
-            if process.isRunning { process.terminate() }
+            // SIGKILL: the gateway blocks SIGTERM for its own signal handling, and children inherit the mask.
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
         defer { deadline.cancel() }
         // Read to the end off the cooperative pool: the pipe may hold more than its buffer.
