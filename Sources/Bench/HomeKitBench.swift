@@ -164,3 +164,99 @@ enum HomeKitBench {
         return (latencies, rss)
     }
 }
+
+/// `lbs-bench homekit-bridge [events]`: the real `lbs-gateway` as a HomeKit bridge with 1,000 demo devices (HomeKit
+/// shows 149 behind one bridge: the first 149 are bridged, the log says so), Home Assistant's controller (aiohomekit)
+/// paired and subscribed to a light: MQTT `/set` → the HAP event at the controller; and the gateway's resident
+/// memory with the bridge on and off.
+enum HomeKitBridgeBench {
+    static func rss(_ pid: Int32) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        return status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+            .flatMap { Int($0.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "") } ?? 0
+    }
+
+    static func run(broker: MosquittoBroker, devices: Int, events: Int, bridge: Bool) async throws -> (latencies: [Double], rssKB: Int, accessories: Int) {
+        guard let python = HomeKitBench.python else { throw TestSupportError("no HAP-python venv: run deploy/homekit/peer-setup.sh or set LBS_HAP_PYTHON") }
+        let directory = try TemporaryDirectory(prefix: "lbs-bench-bridge")
+        defer { directory.remove() }
+        let code = directory.file("code")
+        try "482-19-573\n".write(toFile: code, atomically: true, encoding: .utf8)
+        chmod(code, 0o600)
+        let port = try freeLoopbackPort()
+        let config = directory.file("config.yaml")
+        try """
+        mqtt: {url: \(broker.url), client_id: bench-bridge-\(bridge)}
+        log_level: error
+        http: {enabled: false}
+        homeassistant: {enabled: false}
+        storage: {path: \(directory.file("gateway.sqlite"))}
+        \(bridge ? "homekit: {listen: \"127.0.0.1:\(port)\", setup_code_file: \(code), advertise: false}" : "")
+        vendors: [{type: demo, id: demo, poll_interval: 3600, devices: \(devices)}]
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let binary = ProcessInfo.processInfo.environment["LBS_BENCH_GATEWAY"]
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lbs-gateway").path
+        let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway")
+        defer { process.terminate() }
+        let client = try MQTTClient(configuration: try MQTTConfiguration(url: broker.url, clientID: "bench-bridge-client-\(bridge)"))
+        client.start()
+        try await waitUntil("bench client connected", timeout: .seconds(10)) { client.isConnected }
+        guard bridge else {
+            try await Task.sleep(for: .seconds(15))
+            let memory = rss(process.pid)
+            await client.shutdown()
+            return ([], memory, 0)
+        }
+        try await waitUntil("the bridge listens", timeout: .seconds(30)) { loopbackPortAcceptsConnections(port) }
+        let controller = try HAPController(python: python, script: FileManager.default.currentDirectoryPath + "/deploy/homekit/hap-controller.py", logDirectory: directory.path)
+        defer { controller.stop() }
+        let paired = try await controller.send(["cmd": "pair", "host": "127.0.0.1", "port": port, "setup_code": "482-19-573",
+                                                "pairing_file": directory.file("pairing.json"), "verify": true])
+        guard paired["ok"] as? Bool == true else { throw TestSupportError("pairing failed: \(paired)") }
+        var accessories: [[String: Any]] = []
+        try await waitUntil("the devices are bridged", timeout: .seconds(30)) {
+            accessories = (try await controller.send(["cmd": "accessories"]))["accessories"] as? [[String: Any]] ?? []
+            return accessories.count > 100
+        }
+        // The demo light: its brightness characteristic (Lightbulb block 2, offset 2).
+        let light = accessories.first { accessory in
+            (accessory["services"] as? [[String: Any]] ?? []).contains { ($0["type"] as? String) == "43" }
+                && (accessory["services"] as? [[String: Any]] ?? []).contains { service in
+                    (service["characteristics"] as? [[String: Any]] ?? []).contains { $0["value"] as? String == "Demo Light" }
+                }
+        }?["aid"] as? Int
+        guard let light else { throw TestSupportError("no demo light among the bridged accessories") }
+        let brightness = "\(light).\(2 * 16 + 1 + 2)"
+        _ = try await controller.send(["cmd": "subscribe", "ids": [brightness]])
+        // The same change's state on MQTT, to tell the bridge's part from the command path's.
+        let stateArrivals = Mutex<[Int: Double]>([:])
+        let inbound = client.messages
+        let watch = Task {
+            for await message in inbound where message.topic == "lbs/device/demo_light" {
+                let now = Date().timeIntervalSince1970
+                if let object = (try? JSONSerialization.jsonObject(with: Data(message.payload))) as? [String: Any], let value = object["brightness"] as? Double {
+                    stateArrivals.withLock { if $0[Int(value)] == nil { $0[Int(value)] = now } }
+                }
+            }
+        }
+        defer { watch.cancel() }
+        try await client.subscribeAndWait(["lbs/device/demo_light"], qos: .atMostOnce, timeout: .seconds(5))
+        var latencies: [Double] = []
+        var mqttLatencies: [Double] = []
+        for index in 0..<events {
+            let value = 10 + index % 80
+            _ = try await controller.send(["cmd": "events", "wait": 0])
+            let sent = Date().timeIntervalSince1970
+            client.publish("lbs/device/demo_light/set", "{\"brightness\":\(value)}", qos: .atMostOnce)
+            let answer = try await controller.send(["cmd": "events", "wait": 2.0, "min": 1])
+            let hit = (answer["events"] as? [[String: Any]] ?? []).first { ($0["value"] as? Double).map { Int($0) } == value || $0["value"] as? Int == value }
+            if let arrived = hit?["t"] as? Double { latencies.append((arrived - sent) * 1000) }
+            if let state = stateArrivals.withLock({ $0.removeValue(forKey: value) }) { mqttLatencies.append((state - sent) * 1000) }
+        }
+        print(String(format: "homekit_bridge_set_to_mqtt_state: p50 %.2f ms (the same commands' state on MQTT)", HomeKitBench.percentile(mqttLatencies, 0.5)))
+        try await Task.sleep(for: .seconds(3))
+        let memory = rss(process.pid)
+        await client.shutdown()
+        return (latencies, memory, accessories.count)
+    }
+}

@@ -237,6 +237,20 @@ if mode == "homekit" {
     await broker.stop()
 }
 
+// The gateway as a HomeKit bridge with 1,000 devices: MQTT /set → HAP event at aiohomekit, memory with and without.
+if mode == "homekit-bridge" {
+    let events = CommandLine.arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100
+    let broker = try await MosquittoBroker.started()
+    let on = try await HomeKitBridgeBench.run(broker: broker, devices: 1000, events: events, bridge: true)
+    let off = try await HomeKitBridgeBench.run(broker: broker, devices: 1000, events: 0, bridge: false)
+    line("homekit_bridge_accessories", "\(on.accessories) of 1,006 devices (HomeKit's limit: 149 behind one bridge, plus the bridge)")
+    line("homekit_bridge_set_to_event", String(format: "p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d events, MQTT /set → demo vendor → HAP event at aiohomekit)",
+                                              HomeKitBench.percentile(on.latencies, 0.5), HomeKitBench.percentile(on.latencies, 0.99), on.latencies.max() ?? .nan, on.latencies.count))
+    line("homekit_bridge_rss", String(format: "%.1f MB with the bridge and a controller connected, %.1f MB without (1,000 demo devices)",
+                                      Double(on.rssKB) / 1024, Double(off.rssKB) / 1024))
+    await broker.stop()
+}
+
 if mode == "sense" {
     let broker = try await MosquittoBroker.started()
     let result = try await SenseBench.run(broker: broker, devices: 40, duration: .seconds(30))

@@ -127,3 +127,11 @@ enum Avahi {
         )
     }
 }
+
+extension HAPController {
+    /// aiohomekit with the venv of `LBS_HAP_PYTHON`.
+    convenience init(logDirectory: String) throws {
+        guard let python = HAPPeer.python else { throw TestSupportError("LBS_HAP_PYTHON is not set") }
+        try self.init(python: python, logDirectory: logDirectory)
+    }
+}

@@ -1,20 +1,19 @@
 import Foundation
 import GatewayModel
-import GatewayTesting
 
 /// Home Assistant's HomeKit controller (aiohomekit, `deploy/homekit/hap-controller.py`) driven step by step: one JSON
 /// command a line on its stdin, one JSON answer a line on its stdout. An independent controller for the bridge tests.
-final class HAPController: @unchecked Sendable {
+public final class HAPController: @unchecked Sendable {
     private let process = Process()
     private let input = Pipe()
     private let output = Pipe()
     private let lock = NSLock()
     private var buffer = Data()
 
-    init(logDirectory: String) throws {
-        guard let python = HAPPeer.python else { throw TestSupportError("LBS_HAP_PYTHON is not set") }
+    /// `python`: the HAP venv's (`deploy/homekit/peer-setup.sh`); `script`: `deploy/homekit/hap-controller.py`.
+    public init(python: String, script: String = (Fixtures.packageRoot() ?? ".") + "/deploy/homekit/hap-controller.py", logDirectory: String) throws {
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [(Fixtures.packageRoot() ?? ".") + "/deploy/homekit/hap-controller.py"]
+        process.arguments = [script]
         process.standardInput = input
         process.standardOutput = output
         let log = logDirectory + "/hap-controller-\(UInt32.random(in: 0...UInt32.max)).log"
@@ -24,7 +23,7 @@ final class HAPController: @unchecked Sendable {
     }
 
     /// Sends one command and returns its answer (`ok` false answers are returned, not thrown).
-    func send(_ command: [String: Any], timeout: Duration = .seconds(30)) async throws -> [String: Any] {
+    public func send(_ command: [String: Any], timeout: Duration = .seconds(30)) async throws -> [String: Any] {
         let line = try JSONSerialization.data(withJSONObject: command) + Data("\n".utf8)
         input.fileHandleForWriting.write(line)
         let handle = output.fileHandleForReading
@@ -55,7 +54,7 @@ final class HAPController: @unchecked Sendable {
         return answer
     }
 
-    func stop() {
+    public func stop() {
         try? input.fileHandleForWriting.write(contentsOf: Data("{\"cmd\":\"close\"}\n".utf8))
         try? input.fileHandleForWriting.close()
         let deadline = Date().addingTimeInterval(5)
