@@ -243,7 +243,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "VendorFuzz",
-            dependencies: ["FuzzDriver", "GatewayModel", "VendorKit", "CurlHTTP", "Resilience"] + vendorTargets,
+            dependencies: ["FuzzDriver", "GatewayModel", "VendorKit", "CurlHTTP", "Resilience", "HAP"] + vendorTargets,
             path: "Fuzz/VendorFuzz", swiftSettings: strict + fuzzTarget, linkerSettings: fuzzLink
         ),
 

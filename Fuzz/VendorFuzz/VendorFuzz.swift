@@ -17,6 +17,9 @@
 // - Green Button XML files (`GreenButtonFeed.parse`) and their mapping to series and devices.
 // - Sense's WebSocket frames (`SenseVendor.handle(frame:)`) and Matter server messages (`MatterVendor` decode and
 //   `handle(event:data:)`), one per input line; the whole input also as a Matter node (`MatterNode`, `plans`).
+// - HomeKit accessories (HAP): the input as `/accessories` (`AccessoryDatabase`, `HomeKitMapping` plans and state), as
+//   a characteristics list (reads, events), as TLV8 (pairing messages) and as an HTTP stream in odd-sized pieces
+//   (`HAPMessageParser`, both sides), and each line as `avahi-browse` output.
 // Demo has no decoder: its devices are simulated in process.
 //
 // Internal names are reached with @testable, which debug builds (the fuzz build and the test build) allow.
@@ -40,6 +43,8 @@ import VendorKit
 @testable import VendorEnphase
 @testable import VendorFlume
 @testable import VendorGreenButton
+import HAP
+@testable import VendorHomeKit
 @testable import VendorMatter
 @testable import VendorNeurio
 @testable import VendorPowerwall
@@ -106,6 +111,7 @@ func runAll(_ bytes: [UInt8]) {
     greenButton(check)
     senseFrames(check)
     matter(check)
+    homekit(check)
     jwtClaims(check)
     for event in events.withLock({ events in defer { events.removeAll() }; return events }) { check.event(event) }
 }
@@ -405,6 +411,32 @@ func matter(_ check: Checker) {
         if let event = message.event { _ = vendor.handle(event: event, data: message.data ?? .null) }
         if message.schema_version != nil { _ = try? JSONDecoder().decode(MatterServerInfo.self, from: Data(line.utf8)) }
     }
+}
+
+func homekit(_ check: Checker) {
+    if check.json, let accessories = try? AccessoryDatabase.parse(check.bytes) {
+        for plan in HomeKitMapping.plans(vendorID: "hk", name: "fuzz", accessories: accessories) {
+            guard let accessory = accessories.first(where: { $0.aid == plan.aid }) else { continue }
+            var values: [Int: JSONValue] = [:]
+            for service in accessory.services { for item in service.characteristics { values[item.iid] = item.value } }
+            check.state(HomeKitMapping.state(plan, values: values), "homekit plan \(plan.device.id)")
+            for key in plan.device.writableKeys ?? [] {
+                _ = try? HomeKitMapping.writes(for: [key: .number(50)], plan: plan, values: values)
+                _ = try? HomeKitMapping.writes(for: [key: .string("ON")], plan: plan, values: values)
+            }
+        }
+    }
+    _ = try? CharacteristicValue.parseList(check.bytes)
+    _ = try? TLV8.decode(check.bytes)
+    var parser = HAPMessageParser(maxBodyBytes: 1 << 16)
+    var offset = 0, piece = 1
+    while offset < check.bytes.count {
+        let end = min(check.bytes.count, offset + piece)
+        if (try? parser.feed(Array(check.bytes[offset..<end]))) == nil { break }
+        offset = end
+        piece = piece * 3 % 97 + 1
+    }
+    for line in check.lines.prefix(64) { _ = AvahiBrowser.parse(line) }
 }
 
 /// A JSON object as a token's claims: what Flume (`user_id`) and Enphase (`exp`) read from theirs. Claims are

@@ -188,3 +188,8 @@ public struct CharacteristicValue: Sendable, Equatable {
         }
     }
 }
+
+extension Double {
+    /// The integer a HAP number stands for; nil when it is not a whole number Int can hold (no trap on 1e300).
+    public var hapInt: Int? { Int(exactly: rounded()) }
+}

@@ -387,7 +387,7 @@ enum BridgeModel {
             guard let number, number.isFinite else { return .failure(.invalidValue) }
             if let low = characteristic.minValue, number < low { return .failure(.invalidValue) }
             if let high = characteristic.maxValue, number > high { return .failure(.invalidValue) }
-            if let valid = characteristic.validValues, !valid.contains(Int(number)) { return .failure(.invalidValue) }
+            if let valid = characteristic.validValues, !(number.hapInt.map(valid.contains) ?? false) { return .failure(.invalidValue) }
             switch conversion {
             case .onOff, .active: return .success((key, .string(number != 0 ? "ON" : "OFF")))
             case .number: return .success((key, .number(number)))
@@ -406,7 +406,7 @@ enum BridgeModel {
                 return .success((key, .string(number >= 50 ? "OPEN" : "CLOSE")))
             case .doorTarget: return .success((key, .string(number == 0 ? "OPEN" : "CLOSE")))
             case .hvacTarget:
-                guard let mode = [0: "off", 1: "heat", 2: "cool", 3: "auto"][Int(number)] else { return .failure(.invalidValue) }
+                guard let mode = number.hapInt.flatMap({ [0: "off", 1: "heat", 2: "cool", 3: "auto"][$0] }) else { return .failure(.invalidValue) }
                 return .success((key, .string(mode)))
             default:
                 return .failure(.readOnly)

@@ -41,13 +41,13 @@ struct BridgeStore: Sendable {
         }
         var aids: [String: Int] = [:]
         if let text = try await values.storedValue("aids", vendorID: Self.owner), case .success(.object(let object)) = JSONValue.parse(Array(text.utf8)) {
-            for (device, aid) in object { if let number = aid.number { aids[device] = Int(number) } }
+            for (device, aid) in object { if let number = aid.number?.hapInt { aids[device] = number } }
         }
         var configNumber = 1, digest = "", failed = 0
         if let text = try await values.storedValue("config", vendorID: Self.owner), case .success(let json) = JSONValue.parse(Array(text.utf8)) {
-            configNumber = json["c#"]?.number.map(Int.init) ?? 1
+            configNumber = json["c#"]?.number.flatMap(\.hapInt) ?? 1
             digest = json["digest"]?.string ?? ""
-            failed = json["failed_attempts"]?.number.map(Int.init) ?? 0
+            failed = json["failed_attempts"]?.number.flatMap(\.hapInt) ?? 0
         }
         return Snapshot(identity: AccessoryIdentity(pairingID: id, privateKey: key), pairings: pairings, aids: aids, configNumber: configNumber,
                         digest: digest, failedAttempts: failed)

@@ -34,6 +34,7 @@ protocol HAPAccessoryDelegate: Sendable {
 /// notifications to the sessions that subscribed.
 final class HAPAccessoryServer: Sendable {
     static let maxSessions = 16
+    static let verifyWithin: Duration = .seconds(60)
     let host: String
     let port: Int
     let delegate: any HAPAccessoryDelegate
@@ -123,6 +124,16 @@ final class HAPAccessoryServer: Sendable {
                 }
                 let session = HAPServerSession(id: id, outbound: outbound, channel: connection.channel, server: self)
                 state.withLock { $0.sessions[id] = session }
+                // A connection that does not pair-verify within a minute is closed (idle strangers cannot hold the 16
+                // slots), unless it is the one pair setup under way (a person may take a while to type the code).
+                let unverified = Task {
+                    while true {
+                        try await Task.sleep(for: Self.verifyWithin)
+                        if session.isVerified { return }
+                        if self.state.withLock({ $0.pairSetupOwner }) != id { return session.close() }
+                    }
+                }
+                defer { unverified.cancel() }
                 defer {
                     state.withLock { state in
                         state.sessions[id] = nil
@@ -177,7 +188,7 @@ final class HAPAccessoryServer: Sendable {
             guard case .success(let json) = JSONValue.parse(request.body), let ttl = json["ttl"]?.number, let pid = json["pid"]?.number, ttl > 0 else {
                 return session.send(status(400, HAPStatus.invalidValue))
             }
-            session.prepare(pid: UInt64(max(0, pid)), ttl: .milliseconds(Int64(min(ttl, 60_000))))
+            session.prepare(pid: UInt64(clamping: pid.hapInt ?? 0), ttl: .milliseconds(Int64(min(ttl, 60_000))))
             session.send(HAPMessage.response(status: 200, reason: "OK", contentType: "application/hap+json", body: Array(#"{"status":0}"#.utf8)))
         case ("POST", "/pairings"):
             await pairings(request.body, session: session)
@@ -285,7 +296,7 @@ final class HAPAccessoryServer: Sendable {
         var results: [Int: Int] = [:]  // item index → status
         var writes: [(index: Int, value: CharacteristicValue)] = []
         for (index, item) in items.enumerated() {
-            guard let aid = item["aid"]?.number.map(Int.init), let iid = item["iid"]?.number.map(Int.init) else {
+            guard let aid = item["aid"]?.number.flatMap(\.hapInt), let iid = item["iid"]?.number.flatMap(\.hapInt) else {
                 results[index] = HAPStatus.invalidValue
                 continue
             }
@@ -300,7 +311,7 @@ final class HAPAccessoryServer: Sendable {
             }
             if let value = item["value"] {
                 // A timed write's pid must have been prepared and not expired.
-                if let pid = item["pid"]?.number, !session.takePrepared(pid: UInt64(max(0, pid))) {
+                if let pid = item["pid"]?.number, !session.takePrepared(pid: UInt64(clamping: pid.hapInt ?? 0)) {
                     results[index] = HAPStatus.invalidValue
                     continue
                 }

@@ -298,30 +298,30 @@ enum HomeKitMapping {
             guard let h = number(hue), let s = number(saturation) else { return nil }
             return .object(["hue": .number(h), "saturation": .number(s)])
         case .hvacMode(let iid):
-            return number(iid).flatMap { hvacModes[Int($0)] }.map(StateValue.string)
+            return number(iid).flatMap { $0.hapInt }.flatMap { hvacModes[$0] }.map(StateValue.string)
         case .hvacAction(let iid):
-            return number(iid).flatMap { [0: "off", 1: "heating", 2: "cooling"][Int($0)] }.map(StateValue.string)
+            return number(iid).flatMap { $0.hapInt }.flatMap { [0: "off", 1: "heating", 2: "cooling"][$0] }.map(StateValue.string)
         case .airQuality(let iid):
-            return number(iid).flatMap { [0: "unknown", 1: "good", 2: "fair", 3: "moderate", 4: "poor", 5: "very_poor"][Int($0)] }.map(StateValue.string)
+            return number(iid).flatMap { $0.hapInt }.flatMap { [0: "unknown", 1: "good", 2: "fair", 3: "moderate", 4: "poor", 5: "very_poor"][$0] }.map(StateValue.string)
         case .lock(let current, let target):
             if let value = number(current) {
-                return [0: "UNLOCKED", 1: "LOCKED", 2: "JAMMED"][Int(value)].map(StateValue.string)
+                return value.hapInt.flatMap { [0: "UNLOCKED", 1: "LOCKED", 2: "JAMMED"][$0] }.map(StateValue.string)
             }
-            return number(target).flatMap { [0: "UNLOCKED", 1: "LOCKED"][Int($0)] }.map(StateValue.string)
+            return number(target).flatMap { $0.hapInt }.flatMap { [0: "UNLOCKED", 1: "LOCKED"][$0] }.map(StateValue.string)
         case .position(let current, let target):
             return number(current ?? target).map { .number($0) }
         case .windowCover(let state, let current, let target, _):
             let position = number(current ?? target)
-            switch number(state).map(Int.init) {
+            switch number(state).flatMap(\.hapInt) {
             case 0?: return .string("CLOSING")
             case 1?: return .string("OPENING")
             default: return position.map { .string($0 > 0 ? "OPEN" : "CLOSED") }
             }
         case .door(let current, let target):
             if let value = number(current) {
-                return [0: "OPEN", 1: "CLOSED", 2: "OPENING", 3: "CLOSING", 4: "STOPPED"][Int(value)].map(StateValue.string)
+                return value.hapInt.flatMap { [0: "OPEN", 1: "CLOSED", 2: "OPENING", 3: "CLOSING", 4: "STOPPED"][$0] }.map(StateValue.string)
             }
-            return number(target).flatMap { [0: "OPEN", 1: "CLOSED"][Int($0)] }.map(StateValue.string)
+            return number(target).flatMap { $0.hapInt }.flatMap { [0: "OPEN", 1: "CLOSED"][$0] }.map(StateValue.string)
         case .contact(let iid):
             return number(iid).map { .bool($0 == 0) }
         case .flag(let iid):

@@ -42,7 +42,7 @@ struct HomeKitStore: Sendable {
               case .success(let json) = JSONValue.parse(Array(text.utf8)), let id = json["accessory_id"]?.string,
               let key = json["public_key"]?.string.flatMap({ Data(base64Encoded: $0) }), key.count == 32 else { return nil }
         return Pairing(accessory: AccessoryPairing(accessoryID: id, publicKey: Array(key)), host: json["host"]?.string,
-                       port: json["port"]?.number.map(Int.init))
+                       port: json["port"]?.number.flatMap(\.hapInt))
     }
 
     func save(_ pairing: Pairing?, name: String) async throws {

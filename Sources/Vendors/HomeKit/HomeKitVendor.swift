@@ -261,7 +261,7 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
     static func statusText(_ message: HAPMessage) -> String {
         guard case .response(let status) = message.kind else { return "an event" }
         var text = "HTTP \(status)"
-        if case .success(let json) = JSONValue.parse(message.body), let code = json["status"]?.number { text += " (\(HAPStatus.reason(Int(code))))" }
+        if case .success(let json) = JSONValue.parse(message.body), let code = json["status"]?.number.flatMap(\.hapInt) { text += " (\(HAPStatus.reason(code)))" }
         return text
     }
 
@@ -536,7 +536,7 @@ public final class HomeKitVendor: Vendor, VendorRequestHandling {
             }
         default:
             if case .success(let json) = JSONValue.parse(response.body), let status = json["status"]?.number {
-                throw Self.writeError(Int(status), link: link)
+                throw Self.writeError(status.hapInt ?? HAPStatus.communicationFailure, link: link)
             }
             throw GatewayError(.vendorRejected, message: "The HomeKit accessory '\(link.name)' refused the write: \(Self.statusText(response)).")
         }
