@@ -22,7 +22,7 @@ struct HomeKitBridgeTests {
         }
         return try await GatewayHarness.start(
             broker: broker, directory: directory,
-            yaml: "homekit: {listen: \"127.0.0.1:\(port)\", setup_code_file: \(codeFile), advertise: false, devices: [demo_light, demo_lock, demo_thermostat]}",
+            yaml: "homekit: {listen: \"127.0.0.1:\(port)\", setup_code_file: \(codeFile), advertise: false, devices: [demo_light, demo_lock, demo_thermostat, energy_home]}",
             storage: true
         )
     }
@@ -45,23 +45,35 @@ struct HomeKitBridgeTests {
         let directory = try TemporaryDirectory()
         let port = try freeLoopbackPort()
         var gateway = try await Self.start(directory: directory, port: port)
-        let client = try await gateway.observer("lbs/device/#")
+        let client = try await gateway.observer("lbs/device/#", "lbs/energy/home")
         _ = try await client.waitForMessage(topic: "lbs/device/demo_light", timeout: .seconds(10))
         try await waitUntil("the bridge listens on \(port)", timeout: .seconds(10)) { loopbackPortAcceptsConnections(port) }
+        _ = try await client.waitForMessage(topic: "lbs/energy/home", timeout: .seconds(10))
 
         let controller = try HAPController(logDirectory: directory.path)
         defer { controller.stop() }
         let pairingFile = directory.file("pairing.json")
         let paired = try await controller.send(["cmd": "pair", "host": "127.0.0.1", "port": port, "setup_code": Self.code, "pairing_file": pairingFile, "verify": true])
         #expect(paired["ok"] as? Bool == true, "\(paired)")
-        let listed = try await controller.send(["cmd": "accessories"])
+        var listed: [String: Any] = [:]
+        // The home energy view joins once it was published (a rebuild after it).
+        try await waitUntil("the home energy accessory is there", timeout: .seconds(10)) {
+            listed = try await controller.send(["cmd": "accessories"])
+            return (listed["accessories"] as? [[String: Any]])?.count == 5
+        }
         let accessories = try #require(listed["accessories"] as? [[String: Any]], "\(listed)")
         #expect(Self.serviceTypes(1, in: accessories).map { $0.uppercased() } .contains { $0 == "3E" || $0.hasPrefix("0000003E") })
         let light = try #require(Self.aid(named: "Demo Light", in: accessories), "\(accessories)")
         let lock = try #require(Self.aid(named: "Demo Front Door Lock", in: accessories))
         #expect(Self.serviceTypes(light, in: accessories).contains { $0 == "43" || $0.uppercased().hasPrefix("00000043") })
         #expect(Self.serviceTypes(lock, in: accessories).contains { $0 == "45" || $0.uppercased().hasPrefix("00000045") })
-        #expect(accessories.count == 4, "the bridge and the three devices chosen")
+        #expect(accessories.count == 5, "the bridge, the three devices chosen and the home energy view")
+        // The home's power on Eve's characteristic, as energy/home has it.
+        let home = try #require(Self.aid(named: "Home energy", in: accessories))
+        let homePower = "\(home).\(BridgeModel.iid(.consumption, 8))"
+        let homeRead = try await controller.send(["cmd": "read", "ids": [homePower]])
+        let published = try #require(client.messages(on: "lbs/energy/home").last?.json?["home_power"] as? Double)
+        #expect(abs(((homeRead["values"] as? [String: Any])?[homePower] as? Double ?? -1) - published) < 500, "\(homeRead) vs \(published)")
 
         // Reads are the MQTT state.
         let on = "\(light).\(BridgeModel.iid(.lightbulb, 1))", brightness = "\(light).\(BridgeModel.iid(.lightbulb, 2))"
@@ -222,5 +234,78 @@ struct HomeKitBridgeTests {
         try await waitUntil("the record says paired", timeout: .seconds(20)) {
             try await browser.browse().first { $0.name == name }?.isPaired == true
         }
+    }
+
+    /// The real `lbs-gateway` binary as the bridge: aiohomekit pairs, a write reaches MQTT, and after SIGTERM and a
+    /// new start (a new process) the saved pairing verifies and the aids are the same; a kill -9 does not leave the
+    /// bridge unable to start again either.
+    @Test func theRealBinaryAsABridge() async throws {
+        let binary = try #require(Binaries.gateway, "lbs-gateway is not built")
+        let broker = try await MosquittoBroker.started()
+        defer { Task { await broker.stop() } }
+        let directory = try TemporaryDirectory()
+        let port = try freeLoopbackPort()
+        let codeFile = directory.file("homekit-code")
+        _ = FileManager.default.createFile(atPath: codeFile, contents: Data((Self.code + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        let config = directory.file("config.yaml")
+        try """
+        mqtt: {url: \(broker.url), client_id: bridge-\(UInt32.random(in: 0...UInt32.max))}
+        log_level: warning
+        http: {enabled: false}
+        storage: {path: \(directory.file("gateway.sqlite"))}
+        homekit: {listen: "127.0.0.1:\(port)", setup_code_file: \(codeFile), advertise: false, devices: [demo_light, demo_plug]}
+        vendors:
+          - {type: demo, id: demo, poll_interval: 3600}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let client = try await TestMQTTClient.connect(to: broker.url)
+        try await client.subscribe("lbs/device/#")
+        var gateway = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway")
+        try await waitUntil("the bridge listens on \(port)", timeout: .seconds(30)) { loopbackPortAcceptsConnections(port) }
+        _ = try await client.waitForMessage(topic: "lbs/device/demo_plug", timeout: .seconds(10))
+
+        let controller = try HAPController(logDirectory: directory.path)
+        defer { controller.stop() }
+        let pairingFile = directory.file("pairing.json")
+        let paired = try await controller.send(["cmd": "pair", "host": "127.0.0.1", "port": port, "setup_code": Self.code, "pairing_file": pairingFile, "verify": true])
+        #expect(paired["ok"] as? Bool == true, "\(paired)")
+        var accessories: [[String: Any]] = []
+        try await waitUntil("both devices are bridged", timeout: .seconds(10)) {
+            accessories = (try await controller.send(["cmd": "accessories"]))["accessories"] as? [[String: Any]] ?? []
+            return accessories.count == 3
+        }
+        let plug = try #require(Self.aid(named: "Demo Plug", in: accessories), "\(accessories)")
+        let on = "\(plug).\(BridgeModel.iid(.outlet, 1))"
+        let wanted = client.messages(on: "lbs/device/demo_plug").last?.json?["state"] as? String == "ON" ? false : true
+        let written = try await controller.send(["cmd": "write", "items": [[on, wanted]]])
+        #expect(written["ok"] as? Bool == true, "\(written)")
+        _ = try await client.waitForMessage(topic: "lbs/device/demo_plug", timeout: .seconds(5)) { $0.json?["state"] as? String == (wanted ? "ON" : "OFF") }
+        controller.stop()
+
+        // SIGTERM, then a new process: the pairing and the aids are the same.
+        #expect(await gateway.stop(grace: .seconds(10)) == .exited(0))
+        gateway = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway2")
+        try await waitUntil("the bridge listens again", timeout: .seconds(30)) { loopbackPortAcceptsConnections(port) }
+        let again = try HAPController(logDirectory: directory.path)
+        defer { again.stop() }
+        let loaded = try await again.send(["cmd": "load", "pairing_file": pairingFile, "host": "127.0.0.1", "port": port])
+        #expect(loaded["ok"] as? Bool == true, "\(loaded)")
+        try await waitUntil("both devices are bridged again", timeout: .seconds(10)) {
+            accessories = (try await again.send(["cmd": "accessories"]))["accessories"] as? [[String: Any]] ?? []
+            return accessories.count == 3
+        }
+        #expect(Self.aid(named: "Demo Plug", in: accessories) == plug)
+        again.stop()
+
+        // kill -9: the next start takes the port and the pairing again.
+        gateway.kill()
+        _ = await gateway.waitForExit(timeout: .seconds(5))
+        gateway = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway3")
+        defer { Task { [gateway] in _ = await gateway.stop() } }
+        try await waitUntil("the bridge listens after kill -9", timeout: .seconds(30)) { loopbackPortAcceptsConnections(port) }
+        let third = try HAPController(logDirectory: directory.path)
+        defer { third.stop() }
+        let verified = try await third.send(["cmd": "load", "pairing_file": pairingFile, "host": "127.0.0.1", "port": port])
+        #expect(verified["ok"] as? Bool == true, "\(verified)")
+        await client.shutdown()
     }
 }

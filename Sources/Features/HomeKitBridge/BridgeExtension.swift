@@ -18,6 +18,8 @@ final class BridgeExtension: GatewayExtension {
     private var aidOfDevice: [DeviceID: Int] = [:]
     /// The last value each characteristic had when it was served or sent, so only changes go out as events.
     private var lastValues: [Int64: JSONValue] = [:]
+    /// The latest `<base>/energy/home` as a state (its numbers), for the home energy accessory.
+    private var energyHome: DeviceState?
     private var rebuildScheduled = false
     private var ready = false
     private var warnedOverLimit = false
@@ -36,6 +38,14 @@ final class BridgeExtension: GatewayExtension {
             if changed, let aid = aidOfDevice[id] { stateChanged(aid: aid, keys: Set(update.keys)) }
         case .availabilityChanged(let id, _):
             if let aid = aidOfDevice[id] { stateChanged(aid: aid, keys: nil) }
+        case .homeViewUpdated(.energy, let payload):
+            let known = energyHome != nil
+            energyHome = payload.map(Self.state(of:))
+            if known != (energyHome != nil) {
+                scheduleRebuild()
+            } else if let aid = accessories.values.first(where: { $0.view == "energy_home" })?.aid {
+                stateChanged(aid: aid, keys: nil)
+            }
         default:
             break
         }
@@ -72,6 +82,16 @@ final class BridgeExtension: GatewayExtension {
         var built: [Int: BridgedAccessory] = [1: BridgeModel.bridge(name: settings.name, version: GatewayController.version)]
         var byDevice: [DeviceID: Int] = [:]
         var candidates: [(Int, BridgedAccessory)] = []
+        // The home's energy view, while there is one (and unless `devices` leaves it out).
+        if energyHome != nil, settings.devices?.contains("energy_home") ?? true {
+            let aid: Int
+            if let known = aids[BridgeModel.energyHomeKey] { aid = known } else {
+                next += 1
+                aid = next
+                aids[BridgeModel.energyHomeKey] = aid
+            }
+            candidates.append((aid, BridgeModel.energyHome(aid: aid, version: GatewayController.version)))
+        }
         for device in selected {
             let aid: Int
             if let known = aids[device.id.rawValue] { aid = known } else {
@@ -127,7 +147,23 @@ final class BridgeExtension: GatewayExtension {
 
     // MARK: Serving
 
+    /// A view's numbers as a device state.
+    static func state(of payload: JSON) -> DeviceState {
+        var values: [String: StateValue] = [:]
+        if case .object(let object) = payload {
+            for (key, value) in object { if let number = value.number { values[key] = .number(number) } }
+        }
+        return DeviceState(values: values)
+    }
+
+    /// The state an accessory's values come from: its device's, or its view's.
+    private func state(of accessory: BridgedAccessory) -> DeviceState? {
+        if accessory.view == "energy_home" { return energyHome }
+        return accessory.device.flatMap { hub.states[$0] }
+    }
+
     private func isReachable(_ accessory: BridgedAccessory) -> Bool {
+        if accessory.view != nil { return energyHome != nil }
         guard let device = accessory.device else { return true }
         return hub.availability[device] == true && hub.states[device]?.stale != true
     }
@@ -136,7 +172,7 @@ final class BridgeExtension: GatewayExtension {
         var list: [JSONValue] = []
         for aid in accessories.keys.sorted() {
             guard let accessory = accessories[aid] else { continue }
-            let state = accessory.device.flatMap { hub.states[$0] }
+            let state = state(of: accessory)
             let services: [JSONValue] = accessory.services.map { service in
                 let characteristics: [JSONValue] = service.characteristics.map { item in
                     var object: [String: JSONValue] = [
@@ -182,7 +218,7 @@ final class BridgeExtension: GatewayExtension {
             guard item.readable else { return CharacteristicValue(aid: id.aid, iid: id.iid, status: HAPStatus.writeOnly) }
             // An offline or stale device answers "not reachable" instead of an old value.
             guard isReachable(accessory) else { return CharacteristicValue(aid: id.aid, iid: id.iid, status: HAPStatus.communicationFailure) }
-            guard let value = BridgeModel.value(item, state: accessory.device.flatMap { hub.states[$0] }) else {
+            guard let value = BridgeModel.value(item, state: state(of: accessory)) else {
                 return CharacteristicValue(aid: id.aid, iid: id.iid, status: HAPStatus.communicationFailure)
             }
             return CharacteristicValue(aid: id.aid, iid: id.iid, value: value, status: 0)
@@ -277,8 +313,8 @@ final class BridgeExtension: GatewayExtension {
     /// New values of a bridged device's characteristics (those made from `keys`; all with nil) go to the
     /// subscribed controllers, once per change.
     private func stateChanged(aid: Int, keys: Set<String>?) {
-        guard let accessory = accessories[aid], isReachable(accessory), let device = accessory.device else { return }
-        let state = hub.states[device]
+        guard let accessory = accessories[aid], isReachable(accessory) else { return }
+        let state = state(of: accessory)
         var changes: [CharacteristicValue] = []
         for service in accessory.services {
             for item in service.characteristics where item.perms.contains("ev") {

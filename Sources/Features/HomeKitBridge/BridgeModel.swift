@@ -50,6 +50,8 @@ struct BridgedAccessory: Sendable, Hashable {
     var aid: Int
     var device: DeviceID?
     var services: [BridgeService]
+    /// The home view it shows instead of a device (`energy_home`).
+    var view: String? = nil
 
     func characteristic(_ iid: Int) -> BridgeCharacteristic? {
         for service in services { if let found = service.characteristics.first(where: { $0.iid == iid }) { return found } }
@@ -108,6 +110,16 @@ enum BridgeModel {
                 characteristic(block, 1, "37", "string", ["pr"], .constant(.string("1.1.0"))),
             ]),
         ])
+    }
+
+    /// `<base>/energy/home` as one accessory: the home's power and energy on Eve's consumption service.
+    static let energyHomeKey = "@energy_home"
+    static func energyHome(aid: Int, version: String) -> BridgedAccessory {
+        let keys: Set<String> = ["home_power", "home_energy"]
+        return BridgedAccessory(aid: aid, device: nil, services: [
+            information(name: "Home energy", manufacturer: "lbs-gateway", model: "Home energy", serial: "energy_home", firmware: version),
+            BridgeService(iid: iid(.consumption, 0), type: eveConsumption, primary: true, characteristics: eveCharacteristics(.consumption, keys: keys)),
+        ], view: "energy_home")
     }
 
     /// The accessory for one device; nil when nothing of it maps (HomeKit has no service for it).
