@@ -167,3 +167,27 @@ extension String {
         return String(text)
     }
 }
+
+/// What arrives on one HAP connection: plaintext until pair-verify, then encrypted frames; either way split into
+/// messages. Both sides read their connection through one.
+public struct HAPInbound: Sendable {
+    public var parser: HAPMessageParser
+    /// Set after pair-verify M4: frames are decrypted from then on.
+    public var cipher: SecureChannel?
+
+    public init(maxBodyBytes: Int = 8 << 20) {
+        parser = HAPMessageParser(maxBodyBytes: maxBodyBytes)
+    }
+
+    public var isEncrypted: Bool { cipher != nil }
+
+    /// The whole messages among `bytes` and what came before them; an error ends the connection.
+    public mutating func receive(_ bytes: [UInt8]) throws(HAPError) -> [HAPMessage] {
+        var plain = bytes
+        if var cipher {
+            plain = try cipher.open(bytes)
+            self.cipher = cipher
+        }
+        return try parser.feed(plain)
+    }
+}

@@ -382,9 +382,8 @@ final class HAPAccessoryServer: Sendable {
 /// written goes through one ordered queue, so responses and events keep their frame counter order.
 final class HAPServerSession: Sendable {
     private struct State {
-        var parser = HAPMessageParser(maxBodyBytes: 1 << 20)
-        /// Decrypts what arrives, from pair-verify M4 on.
-        var cipher: SecureChannel?
+        /// Decrypts (from pair-verify M4 on) and splits what arrives.
+        var inbound = HAPInbound(maxBodyBytes: 1 << 20)
         /// Encrypts what leaves: a copy of the same keys with its own counter, switched on after M4 is written.
         var sendCipher: SecureChannel?
         var pendingSendCipher: SecureChannel?
@@ -411,22 +410,13 @@ final class HAPServerSession: Sendable {
         self.server = server
     }
 
-    var isVerified: Bool { state.withLock { $0.cipher != nil } }
+    var isVerified: Bool { state.withLock { $0.inbound.isEncrypted } }
     var isClosed: Bool { state.withLock { $0.closed } }
     var controller: ControllerPairing? { state.withLock { $0.controller } }
 
     func receive(_ bytes: [UInt8]) throws(HAPError) -> [HAPMessage] {
         let result: Result<[HAPMessage], HAPError> = state.withLock { state in
-            do throws(HAPError) {
-                var plain = bytes
-                if var cipher = state.cipher {
-                    plain = try cipher.open(bytes)
-                    state.cipher = cipher
-                }
-                return .success(try state.parser.feed(plain))
-            } catch {
-                return .failure(error)
-            }
+            do throws(HAPError) { return .success(try state.inbound.receive(bytes)) } catch { return .failure(error) }
         }
         return try result.get()
     }
@@ -452,7 +442,7 @@ final class HAPServerSession: Sendable {
     /// After M4 (sent in plaintext): what arrives next is encrypted at once; what leaves, from the message after M4.
     func startEncryption(_ cipher: SecureChannel, controller: ControllerPairing) {
         state.withLock { state in
-            state.cipher = cipher
+            state.inbound.cipher = cipher
             state.controller = controller
             state.pendingSendCipher = cipher
             state.queue.append([])  // a marker: the sending side switches here
@@ -472,7 +462,7 @@ final class HAPServerSession: Sendable {
 
     func subscribed(_ values: [CharacteristicValue]) -> [CharacteristicValue] {
         state.withLock { state in
-            guard state.cipher != nil, !state.closed else { return [] }
+            guard state.inbound.isEncrypted, !state.closed else { return [] }
             return values.filter { state.subscriptions.contains(Self.key($0.aid, $0.iid)) }
         }
     }

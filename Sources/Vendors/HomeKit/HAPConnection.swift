@@ -15,8 +15,10 @@ import Synchronization
 /// frames; `EVENT/1.0` messages go to `onEvent`, never to a waiting request.
 final class HAPConnection: Sendable {
     private struct State {
+        /// Decrypts (after pair-verify) and splits what arrives.
+        var inbound = HAPInbound()
+        /// Encrypts what leaves: the same keys, its own counter.
         var cipher: SecureChannel?
-        var parser = HAPMessageParser()
         var waiting: CheckedContinuation<HAPMessage, any Error>?
         var answered: Result<HAPMessage, any Error>?
         var closed: GatewayError?
@@ -96,7 +98,10 @@ final class HAPConnection: Sendable {
 
     /// From pair-verify on, every byte both ways is encrypted.
     func startEncryption(_ cipher: SecureChannel) {
-        state.withLock { $0.cipher = cipher }
+        state.withLock {
+            $0.cipher = cipher
+            $0.inbound.cipher = cipher
+        }
     }
 
     var isEncrypted: Bool { state.withLock { $0.cipher != nil } }
@@ -104,16 +109,7 @@ final class HAPConnection: Sendable {
     /// Bytes from the socket; a returned error ends the connection.
     private func receive(_ bytes: [UInt8]) -> GatewayError? {
         let result: Result<[HAPMessage], HAPError> = state.withLock { state in
-            do throws(HAPError) {
-                var plain = bytes
-                if var cipher = state.cipher {
-                    plain = try cipher.open(bytes)
-                    state.cipher = cipher
-                }
-                return .success(try state.parser.feed(plain))
-            } catch {
-                return .failure(error)
-            }
+            do throws(HAPError) { return .success(try state.inbound.receive(bytes)) } catch { return .failure(error) }
         }
         switch result {
         case .failure(let error):
