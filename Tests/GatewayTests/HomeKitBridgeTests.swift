@@ -4,6 +4,8 @@ import Foundation
 import GatewayTesting
 import MQTT
 import TestTraits
+import GatewayModel
+import HAP
 import Testing
 import VendorHomeKit
 
@@ -307,5 +309,40 @@ struct HomeKitBridgeTests {
         let verified = try await third.send(["cmd": "load", "pairing_file": pairingFile, "host": "127.0.0.1", "port": port])
         #expect(verified["ok"] as? Bool == true, "\(verified)")
         await client.shutdown()
+    }
+
+    /// The gateway's own HomeKit controller against its own bridge, over TCP: pair setup, pair verify, and a read
+    /// with the descriptions iOS asks for (`meta`, `perms`, `type`, `ev`); a second pair setup is refused.
+    @Test func ourControllerAgainstOurBridge() async throws {
+        let directory = try TemporaryDirectory()
+        let port = try freeLoopbackPort()
+        let codeFile = directory.file("homekit-code")
+        _ = FileManager.default.createFile(atPath: codeFile, contents: Data((Self.code + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        let gateway = try await GatewayHarness.start(
+            directory: directory, yaml: "homekit: {listen: \"127.0.0.1:\(port)\", setup_code_file: \(codeFile), advertise: false, devices: [demo_light]}", storage: true
+        )
+        defer { Task { await gateway.stop() } }
+        await gateway.waitUntilOnline()
+        try await waitUntil("the bridge listens on \(port)", timeout: .seconds(10)) { loopbackPortAcceptsConnections(port) }
+        let identity = ControllerIdentity.generate()
+        let pairing = try await HomeKitProbe.pairSetup(host: "127.0.0.1", port: port, setupCode: Self.code, identity: identity)
+        var accessories: [HAPAccessory] = []
+        try await waitUntil("the light is bridged", timeout: .seconds(10)) {
+            let answer = try await HomeKitProbe.get(host: "127.0.0.1", port: port, identity: identity, pairing: pairing, path: "/accessories")
+            accessories = try AccessoryDatabase.parse(answer?.body ?? [])
+            return accessories.count == 2
+        }
+        let light = try #require(accessories.first { $0.aid != 1 })
+        let brightness = try #require(light.services(HAPType(apple: "43")).first?.characteristic(HAPType(apple: "8")))
+        let read = try #require(try await HomeKitProbe.get(host: "127.0.0.1", port: port, identity: identity, pairing: pairing,
+                                                           path: "/characteristics?id=\(light.aid).\(brightness.iid)&meta=1&perms=1&type=1&ev=1"))
+        #expect(read.kind == .response(status: 200))
+        let item = try #require(try? JSONValue.parse(read.body).get()["characteristics"].flatMap { if case .array(let list) = $0 { list.first } else { nil } })
+        #expect(item["type"] == .string("8") && item["format"] == .string("int") && item["unit"] == .string("percentage") && item["maxValue"] == .number(100))
+        #expect(item["perms"] == .array([.string("pr"), .string("pw"), .string("ev")]) && item["ev"] == .bool(false) && item["value"]?.number != nil)
+        // Paired: a second pair setup is refused as HAP says (Unavailable).
+        await #expect(throws: HAPError.refused(.unavailable, step: "pair-setup M2", retryDelay: nil)) {
+            _ = try await HomeKitProbe.pairSetup(host: "127.0.0.1", port: port, setupCode: Self.code)
+        }
     }
 }

@@ -175,21 +175,13 @@ final class BridgeExtension: GatewayExtension {
             let state = state(of: accessory)
             let services: [JSONValue] = accessory.services.map { service in
                 let characteristics: [JSONValue] = service.characteristics.map { item in
-                    var object: [String: JSONValue] = [
-                        "iid": .number(Double(item.iid)), "type": .string(item.type.short), "format": .string(item.format),
-                        "perms": .array(item.perms.map(JSONValue.string)),
-                    ]
+                    var object = Self.description(item)
+                    object["iid"] = .number(Double(item.iid))
                     if item.readable {
                         let value = BridgeModel.value(item, state: state)
                         object["value"] = value ?? defaultValue(item)
                         if let value { lastValues[BridgeServerKey.key(aid, item.iid)] = value }
                     }
-                    if let unit = item.unit { object["unit"] = .string(unit) }
-                    if let low = item.minValue { object["minValue"] = .number(low) }
-                    if let high = item.maxValue { object["maxValue"] = .number(high) }
-                    if let step = item.minStep { object["minStep"] = .number(step) }
-                    if let valid = item.validValues { object["valid-values"] = .array(valid.map { .number(Double($0)) }) }
-                    if item.format == "string" { object["maxLen"] = .number(64) }
                     return .object(object)
                 }
                 var object: [String: JSONValue] = ["iid": .number(Double(service.iid)), "type": .string(service.type.short), "characteristics": .array(characteristics)]
@@ -223,6 +215,22 @@ final class BridgeExtension: GatewayExtension {
             }
             return CharacteristicValue(aid: id.aid, iid: id.iid, value: value, status: 0)
         }
+    }
+
+    /// A characteristic's description in `/accessories` and for `meta=1&perms=1&type=1` reads.
+    static func description(_ item: BridgeCharacteristic) -> [String: JSONValue] {
+        var object: [String: JSONValue] = ["type": .string(item.type.short), "format": .string(item.format), "perms": .array(item.perms.map(JSONValue.string))]
+        if let unit = item.unit { object["unit"] = .string(unit) }
+        if let low = item.minValue { object["minValue"] = .number(low) }
+        if let high = item.maxValue { object["maxValue"] = .number(high) }
+        if let step = item.minStep { object["minStep"] = .number(step) }
+        if let valid = item.validValues { object["valid-values"] = .array(valid.map { .number(Double($0)) }) }
+        if item.format == "string" { object["maxLen"] = .number(64) }
+        return object
+    }
+
+    func describe(aid: Int, iid: Int) -> [String: JSONValue]? {
+        accessories[aid]?.characteristic(iid).map(Self.description)
     }
 
     func notifies(aid: Int, iid: Int) -> Bool? {

@@ -118,6 +118,10 @@ final class BridgeRuntime: Sendable {
     func notifies(aid: Int, iid: Int) async -> Bool? {
         await bridge?.notifies(aid: aid, iid: iid)
     }
+
+    func describe(aid: Int, iid: Int) async -> [String: JSONValue]? {
+        await bridge?.describe(aid: aid, iid: iid)
+    }
 }
 
 /// The server's view of the bridge (`HAPAccessoryDelegate`), once its identity is loaded.
@@ -162,5 +166,6 @@ struct BridgeDelegate: HAPAccessoryDelegate {
     func read(_ ids: [(aid: Int, iid: Int)]) async -> [CharacteristicValue] { await runtime.read(ids) }
     func write(_ items: [CharacteristicValue], session: UInt64) async -> [CharacteristicValue] { await runtime.write(items, session: session) }
     func notifies(aid: Int, iid: Int) async -> Bool? { await runtime.notifies(aid: aid, iid: iid) }
+    func describe(aid: Int, iid: Int) async -> [String: JSONValue]? { await runtime.describe(aid: aid, iid: iid) }
     func identify() async { runtime.logger.notice("homekit bridge: identify") }
 }

@@ -25,6 +25,9 @@ protocol HAPAccessoryDelegate: Sendable {
     func write(_ items: [CharacteristicValue], session: UInt64) async -> [CharacteristicValue]
     /// Whether aid.iid exists and sends events (`ev` in its perms); nil when it does not exist.
     func notifies(aid: Int, iid: Int) async -> Bool?
+    /// What `GET /characteristics` adds with `meta=1`, `perms=1`, `type=1`: the characteristic's description
+    /// (`format`, `unit`, ranges, `perms`, `type`); nil when it does not exist.
+    func describe(aid: Int, iid: Int) async -> [String: JSONValue]?
     func identify() async
 }
 
@@ -262,7 +265,7 @@ final class HAPAccessoryServer: Sendable {
 
     private func read(query: String, session: HAPServerSession) async {
         var ids: [(aid: Int, iid: Int)] = []
-        var withEvents = false
+        var withEvents = false, withMeta = false, withPerms = false, withType = false
         for part in query.split(separator: "&") {
             let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
             guard pair.count == 2 else { continue }
@@ -271,19 +274,33 @@ final class HAPAccessoryServer: Sendable {
                     let numbers = item.split(separator: ".").compactMap { Int($0) }
                     if numbers.count == 2 { ids.append((numbers[0], numbers[1])) }
                 }
-            } else if pair[0] == "ev" {
-                withEvents = pair[1] == "1" || pair[1] == "true"
+            } else {
+                let on = pair[1] == "1" || pair[1] == "true"
+                switch pair[0] {
+                case "ev": withEvents = on
+                case "meta": withMeta = on
+                case "perms": withPerms = on
+                case "type": withType = on
+                default: break
+                }
             }
         }
         guard !ids.isEmpty, ids.count <= 1000 else { return session.send(status(400, HAPStatus.invalidValue)) }
         let values = await delegate.read(ids)
         let failed = values.contains { ($0.status ?? 0) != 0 }
-        let items: [JSONValue] = values.map { value in
+        var items: [JSONValue] = []
+        for value in values {
             var object: [String: JSONValue] = ["aid": .number(Double(value.aid)), "iid": .number(Double(value.iid))]
             if let item = value.value { object["value"] = item }
             if failed { object["status"] = .number(Double(value.status ?? 0)) }
             if withEvents { object["ev"] = .bool(session.isSubscribed(aid: value.aid, iid: value.iid)) }
-            return .object(object)
+            if withMeta || withPerms || withType, let description = await delegate.describe(aid: value.aid, iid: value.iid) {
+                for (key, field) in description {
+                    let wanted = key == "perms" ? withPerms : key == "type" ? withType : withMeta
+                    if wanted { object[key] = field }
+                }
+            }
+            items.append(.object(object))
         }
         let body = Array(JSONValue.object(["characteristics": .array(items)]).render().utf8)
         session.send(HAPMessage.response(status: failed ? 207 : 200, reason: failed ? "Multi-Status" : "OK", contentType: "application/hap+json", body: body))

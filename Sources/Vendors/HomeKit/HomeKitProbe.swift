@@ -37,14 +37,20 @@ public enum HomeKitProbe {
     /// Pair Verify on a fresh connection, then one encrypted `GET /accessories`; returns its body's size.
     public static func pairVerify(host: String, port: Int, identity: ControllerIdentity, pairing: AccessoryPairing,
                                   timeout: Duration = .seconds(10), readDatabase: Bool = false) async throws -> Int {
+        try await get(host: host, port: port, identity: identity, pairing: pairing, path: readDatabase ? "/accessories" : nil, timeout: timeout)?.body.count ?? 0
+    }
+
+    /// Pair Verify on a fresh connection, then one encrypted `GET path` (none when nil); its answer.
+    public static func get(host: String, port: Int, identity: ControllerIdentity, pairing: AccessoryPairing, path: String?,
+                           timeout: Duration = .seconds(10)) async throws -> HAPMessage? {
         let time = TimeSource(ContinuousClock())
         return try await HAPConnection.withConnection(host: host, port: port, label: "probe", connectTimeout: timeout, time: time, onEvent: { _ in }) { connection in
             var verify = PairVerifyClient(identity: identity, accessory: pairing)
             let m2 = try await connection.request("POST", "/pair-verify", contentType: "application/pairing+tlv8", body: verify.m1(), timeout: timeout).body
             let m4 = try await connection.request("POST", "/pair-verify", contentType: "application/pairing+tlv8", body: try verify.m3(answering: m2), timeout: timeout).body
             connection.startEncryption(try verify.finish(answering: m4))
-            guard readDatabase else { return 0 }
-            return try await connection.request("GET", "/accessories", timeout: timeout).body.count
+            guard let path else { return nil }
+            return try await connection.request("GET", path, timeout: timeout)
         }
     }
 }
