@@ -188,6 +188,16 @@ struct HomeKitBridgeTests {
         #expect(loaded["ok"] as? Bool == true, "\(loaded)")
         let userRead = try await user.send(["cmd": "read", "ids": [on]])
         #expect((userRead["values"] as? [String: Any])?[on] != nil, "\(userRead)")
+        // A change one controller makes reaches the other as an event, not the one that made it (HAP's rule).
+        _ = try await admin.send(["cmd": "subscribe", "ids": [on]])
+        _ = try await user.send(["cmd": "subscribe", "ids": [on]])
+        let current = (userRead["values"] as? [String: Any])?[on] as? Bool ?? false
+        let toggled = try await admin.send(["cmd": "write", "items": [[on, !current]]])
+        #expect(toggled["ok"] as? Bool == true, "\(toggled)")
+        let seen = try await user.send(["cmd": "events", "wait": 3.0, "min": 1])
+        #expect((seen["events"] as? [[String: Any]] ?? []).contains { $0["id"] as? String == on }, "the other controller gets the change: \(seen)")
+        let echo = try await admin.send(["cmd": "events", "wait": 1.0, "min": 1])
+        #expect(!(echo["events"] as? [[String: Any]] ?? []).contains { $0["id"] as? String == on }, "no echo to the writer: \(echo)")
         let userList = try await user.send(["cmd": "list_pairings"])
         #expect(userList["ok"] as? Bool == false, "a user may not list pairings: \(userList)")
         let removed = try await admin.send(["cmd": "remove_pairing", "id": try #require(added["id"] as? String)])

@@ -21,6 +21,9 @@ final class BridgeExtension: GatewayExtension {
     /// The latest `<base>/energy/home` as a state (its numbers), for the home energy accessory.
     private var energyHome: DeviceState?
     private var rebuildScheduled = false
+    /// Values a controller just wrote, by characteristic: the change they cause is not sent back to that controller
+    /// as an event (HAP: no notification to the controller that made the change).
+    private var recentWrites: [Int64: (session: UInt64, value: JSONValue, until: ContinuousClock.Instant)] = [:]
     private var ready = false
     private var warnedOverLimit = false
 
@@ -267,6 +270,9 @@ final class BridgeExtension: GatewayExtension {
             case .success(nil):
                 continue
             case .success(let (key, value)?):
+                if let written = item.value {
+                    recentWrites[BridgeServerKey.key(item.aid, item.iid)] = (session, written, ContinuousClock.now + .seconds(30))
+                }
                 var entry = payloads[item.aid] ?? (device, [:], [])
                 entry.set[key] = value
                 entry.indices.append(index)
@@ -304,6 +310,17 @@ final class BridgeExtension: GatewayExtension {
         return items.enumerated().map { CharacteristicValue(aid: $0.element.aid, iid: $0.element.iid, status: statuses[$0.offset]) }
     }
 
+    /// A written value and the state's value for it: `true` and `1` are the same to HAP.
+    static func same(_ written: JSONValue, _ value: JSONValue) -> Bool {
+        func number(_ json: JSONValue) -> Double? {
+            switch json { case .number(let number): number
+            case .bool(let flag): flag ? 1 : 0
+            default: nil }
+        }
+        guard let a = number(written), let b = number(value) else { return written == value }
+        return abs(a - b) < 0.5
+    }
+
     /// A command's error as a HAP status.
     nonisolated static func status(_ error: GatewayError) -> Int {
         switch error.code {
@@ -324,6 +341,9 @@ final class BridgeExtension: GatewayExtension {
         guard let accessory = accessories[aid], isReachable(accessory) else { return }
         let state = state(of: accessory)
         var changes: [CharacteristicValue] = []
+        /// Changes one controller caused by its write, sent to every other controller only.
+        var written: [UInt64: [CharacteristicValue]] = [:]
+        let now = ContinuousClock.now
         for service in accessory.services {
             for item in service.characteristics where item.perms.contains("ev") {
                 guard case .key(let key, _) = item.source, keys?.contains(key) ?? true else { continue }
@@ -331,10 +351,16 @@ final class BridgeExtension: GatewayExtension {
                 let slot = BridgeServerKey.key(aid, item.iid)
                 guard lastValues[slot] != value else { continue }
                 lastValues[slot] = value
-                changes.append(CharacteristicValue(aid: aid, iid: item.iid, value: value))
+                let change = CharacteristicValue(aid: aid, iid: item.iid, value: value)
+                if let write = recentWrites.removeValue(forKey: slot), write.until > now, Self.same(write.value, value) {
+                    written[write.session, default: []].append(change)
+                } else {
+                    changes.append(change)
+                }
             }
         }
         runtime.server?.notify(changes)
+        for (session, values) in written { runtime.server?.notify(values, except: session) }
     }
 }
 
