@@ -241,19 +241,24 @@ enum HomeKitBridgeBench {
         }
         defer { watch.cancel() }
         try await client.subscribeAndWait(["lbs/device/demo_light"], qos: .atMostOnce, timeout: .seconds(5))
+        // Past the start: 1,006 devices' first states and the bridge's first database are out of the way.
+        try await Task.sleep(for: .seconds(5))
         var latencies: [Double] = []
         var mqttLatencies: [Double] = []
         for index in 0..<events {
             let value = 10 + index % 80
             _ = try await controller.send(["cmd": "events", "wait": 0])
+            stateArrivals.withLock { $0.removeAll() }
             let sent = Date().timeIntervalSince1970
             client.publish("lbs/device/demo_light/set", "{\"brightness\":\(value)}", qos: .atMostOnce)
             let answer = try await controller.send(["cmd": "events", "wait": 2.0, "min": 1])
             let hit = (answer["events"] as? [[String: Any]] ?? []).first { ($0["value"] as? Double).map { Int($0) } == value || $0["value"] as? Int == value }
             if let arrived = hit?["t"] as? Double { latencies.append((arrived - sent) * 1000) }
-            if let state = stateArrivals.withLock({ $0.removeValue(forKey: value) }) { mqttLatencies.append((state - sent) * 1000) }
+            if let state = stateArrivals.withLock({ $0[value] }) { mqttLatencies.append((state - sent) * 1000) }
+
         }
-        print(String(format: "homekit_bridge_set_to_mqtt_state: p50 %.2f ms (the same commands' state on MQTT)", HomeKitBench.percentile(mqttLatencies, 0.5)))
+        print(String(format: "homekit_bridge_set_to_mqtt_state: p50 %.2f ms, p99 %.2f ms (the same commands' state on MQTT)",
+                     HomeKitBench.percentile(mqttLatencies, 0.5), HomeKitBench.percentile(mqttLatencies, 0.99)))
         try await Task.sleep(for: .seconds(3))
         let memory = rss(process.pid)
         await client.shutdown()

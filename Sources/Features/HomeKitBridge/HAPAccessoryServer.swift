@@ -125,7 +125,9 @@ final class HAPAccessoryServer: Sendable {
                     logger.warning("homekit bridge: a connection refused, \(Self.maxSessions) sessions are open")
                     return
                 }
-                let session = HAPServerSession(id: id, outbound: outbound, channel: connection.channel, server: self)
+                // Writes go to the channel directly (see `send`); the async writer stays unused until the close.
+                _ = outbound
+                let session = HAPServerSession(id: id, channel: connection.channel, server: self)
                 state.withLock { $0.sessions[id] = session }
                 // A connection that does not pair-verify within a minute is closed (idle strangers cannot hold the 16
                 // slots), unless it is the one pair setup under way (a person may take a while to type the code).
@@ -396,33 +398,28 @@ final class HAPAccessoryServer: Sendable {
 }
 
 /// One controller's connection: its pairing steps, cipher, subscriptions and prepared timed writes. Everything
-/// written goes through one ordered queue, so responses and events keep their frame counter order.
+/// written is sealed and handed to the event loop under one lock, so responses and events keep their frame counter order.
 final class HAPServerSession: Sendable {
     private struct State {
         /// Decrypts (from pair-verify M4 on) and splits what arrives.
         var inbound = HAPInbound(maxBodyBytes: 1 << 20)
-        /// Encrypts what leaves: a copy of the same keys with its own counter, switched on after M4 is written.
+        /// Encrypts what leaves: a copy of the same keys with its own counter, from the message after M4.
         var sendCipher: SecureChannel?
-        var pendingSendCipher: SecureChannel?
         var controller: ControllerPairing?
         var setup: PairSetupServer?
         var verify: PairVerifyServer?
         var subscriptions: Set<Int64> = []
         var prepared: [UInt64: ContinuousClock.Instant] = [:]
         var closed = false
-        var queue: [[UInt8]] = []
-        var writing = false
     }
 
     let id: UInt64
-    private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     private let channel: any Channel
     private unowned let server: HAPAccessoryServer
     private let state = Mutex(State())
 
-    init(id: UInt64, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel, server: HAPAccessoryServer) {
+    init(id: UInt64, channel: any Channel, server: HAPAccessoryServer) {
         self.id = id
-        self.outbound = outbound
         self.channel = channel
         self.server = server
     }
@@ -456,15 +453,13 @@ final class HAPServerSession: Sendable {
         }
     }
 
-    /// After M4 (sent in plaintext): what arrives next is encrypted at once; what leaves, from the message after M4.
+    /// After M4 (sent in plaintext, already written): from now on both ways are encrypted.
     func startEncryption(_ cipher: SecureChannel, controller: ControllerPairing) {
         state.withLock { state in
             state.inbound.cipher = cipher
+            state.sendCipher = cipher
             state.controller = controller
-            state.pendingSendCipher = cipher
-            state.queue.append([])  // a marker: the sending side switches here
         }
-        flush()
     }
 
     static func key(_ aid: Int, _ iid: Int) -> Int64 { Int64(aid) << 32 | Int64(iid & 0xFFFF_FFFF) }
@@ -496,51 +491,22 @@ final class HAPServerSession: Sendable {
         }
     }
 
-    /// Queues one message (encrypted once the session is verified) and writes it in order.
+    /// Encrypts one message (once the session is verified) and hands it to the connection's event loop at once.
+    /// Sealing and writing under one lock keeps frames in counter order; the write goes straight to NIO (no task to
+    /// schedule), so an event leaves in the same pass that publishes the state on MQTT, whatever the thread pool does.
     func send(_ message: [UInt8]) {
         state.withLock { state in
             guard !state.closed else { return }
-            state.queue.append(message)
-        }
-        flush()
-    }
-
-    private func flush() {
-        let start = state.withLock { state -> Bool in
-            guard !state.writing, !state.queue.isEmpty else { return false }
-            state.writing = true
-            return true
-        }
-        guard start else { return }
-        Task {
-            while true {
-                let next: [UInt8]? = state.withLock { state in
-                    while let message = state.queue.first {
-                        state.queue.removeFirst()
-                        if message.isEmpty {
-                            // The marker after M4: from here on, encrypt.
-                            state.sendCipher = state.pendingSendCipher
-                            state.pendingSendCipher = nil
-                            continue
-                        }
-                        guard var cipher = state.sendCipher else { return message }
-                        guard let sealed = try? cipher.seal(message) else {
-                            state.closed = true
-                            state.writing = false
-                            return nil
-                        }
-                        state.sendCipher = cipher
-                        return sealed
-                    }
-                    state.writing = false
-                    return nil
+            var bytes = message
+            if var cipher = state.sendCipher {
+                guard let sealed = try? cipher.seal(message) else {
+                    state.closed = true
+                    return
                 }
-                guard let next else { break }
-                do { try await outbound.write(ByteBuffer(bytes: next)) } catch {
-                    close()
-                    break
-                }
+                state.sendCipher = cipher
+                bytes = sealed
             }
+            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
         }
     }
 
