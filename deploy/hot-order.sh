@@ -8,7 +8,9 @@
 #
 #   deploy/hot-order.sh BINARY [seconds]
 #
-# BINARY: a release build with symbols (.build/release/lbs-gateway). Needs valgrind, mosquitto and curl.
+# BINARY: the static release build with symbols (./deploy/build-release.sh, as CI and install.sh build it): a dynamic
+# build runs Foundation and the standard library from shared libraries, so their functions would be missing from
+# the order. Needs valgrind, mosquitto and curl.
 # Two runs under callgrind (which records every function run), the memory benchmark's (`lbs-bench rss`) without
 # and with the cache: 1,000 demo devices polled every second, plus /metrics scrapes and a status page read.
 set -eu
