@@ -255,13 +255,10 @@ public enum ConfigLoader {
             if http.password != nil, http.username == nil {
                 reader.problem("http.username", "a password is set but no username", fix: "add http.username for basic authentication")
             }
-            if let listen = reader.string(node["listen"], at: "http.listen") {
-                if let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port), colon > listen.startIndex {
-                    http.host = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-                    http.port = port
-                } else {
-                    reader.problem("http.listen", "'\(listen)' is not host:port", fix: "write e.g. 127.0.0.1:8099 (0.0.0.0:8099 for every interface)")
-                }
+            if let (host, port) = readListen(node["listen"], at: "http.listen", ports: 0...65535, example: "127.0.0.1:8099 (0.0.0.0:8099 for every interface)",
+                                             reader: &reader) {
+                http.host = host
+                http.port = port
             }
             http.allowedHosts = readAllowedHosts(node["allowed_hosts"], reader: &reader)
             if let anonymous = reader.bool(node["allow_anonymous_commands"], at: "http.allow_anonymous_commands") { http.allowAnonymousCommands = anonymous }
@@ -320,6 +317,16 @@ public enum ConfigLoader {
         // `unusual_consumption` compares with the cache's hourly history: without `storage:` there is none.
         if storage == nil { config.alerts.consumptionFactor = 0 }
         return config
+    }
+
+    /// A `listen: host:port` key (`[::1]:8099` too); nil, with a problem, when it is not one.
+    static func readListen(_ node: ConfigNode?, at path: String, ports: ClosedRange<Int>, example: String, reader: inout ConfigReader) -> (String, Int)? {
+        guard let listen = reader.string(node, at: path) else { return nil }
+        guard let colon = listen.lastIndex(of: ":"), colon > listen.startIndex, let port = Int(listen[listen.index(after: colon)...]), ports.contains(port) else {
+            reader.problem(path, "'\(listen)' is not host:port", fix: "write e.g. \(example)")
+            return nil
+        }
+        return (String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port)
     }
 
     /// `http.allowed_hosts`: host names or addresses, without scheme or path.

@@ -69,13 +69,9 @@ extension ConfigLoader {
             return nil
         }
         var settings = HomeKitBridgeSettings(setupCode: VendorSecret(code))
-        if let listen = reader.string(node["listen"], at: "homekit.listen") {
-            if let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (1...65535).contains(port), colon > listen.startIndex {
-                settings.host = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-                settings.port = port
-            } else {
-                reader.problem("homekit.listen", "'\(listen)' is not host:port", fix: "write e.g. 0.0.0.0:51827")
-            }
+        if let (host, port) = readListen(node["listen"], at: "homekit.listen", ports: 1...65535, example: "0.0.0.0:51827", reader: &reader) {
+            settings.host = host
+            settings.port = port
         }
         if let name = reader.string(node["name"], at: "homekit.name") {
             if name.isEmpty || name.count > 64 {
