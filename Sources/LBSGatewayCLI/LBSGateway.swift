@@ -295,7 +295,8 @@ extension LBSGateway {
 }
 
 /// Returns when `bridge/request/restart` asked for a restart (the group then stops gracefully), or at shutdown.
-struct RestartWatch: Service {
+struct RestartWatch: Service, CustomStringConvertible {
+    var description: String { "RestartWatch" }
     let restart: GatewayRestart
 
     func run() async throws {

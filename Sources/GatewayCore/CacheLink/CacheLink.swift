@@ -243,7 +243,9 @@ public final class CacheLink: Sendable {
         do {
             let decoder = JSONDecoder()
             for stored in try store.devices() {
-                guard let device = try? decoder.decode(Device.self, from: Data(stored.json.utf8)) else {
+                // The fast reader first; JSONDecoder for whatever it does not take (same result either way).
+                let fast = (try? JSONValue.parse(Array(stored.json.utf8)).get()).flatMap(Device.init(codableJSON:))
+                guard let device = fast ?? (try? decoder.decode(Device.self, from: Data(stored.json.utf8))) else {
                     logger.warning("cached device \(stored.id) is unreadable; skipped")
                     continue
                 }
