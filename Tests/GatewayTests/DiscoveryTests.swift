@@ -15,6 +15,24 @@ import Testing
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
     }
 
+    /// A connect builds every device's discovery on all cores: the same messages, in the same order, as one by one.
+    @Test(arguments: [HomeAssistantSettings.Mode.device, .component])
+    func discoveryBuiltInParallelIsTheSameAsOneByOne(mode: HomeAssistantSettings.Mode) {
+        let discovery = HomeAssistantDiscovery(topics: topics, mode: mode, version: "1.0")
+        let types: [(DeviceType, [String])] = [(.light, ["state", "brightness"]), (.sensor, ["temperature", "humidity"]),
+                                               (.plug, ["state", "power", "energy"]), (.lock, ["lock"])]
+        let devices: [(Device, DeviceState?)] = (0 ..< 203).map { index in
+            let (type, keys) = types[index % types.count]
+            let device = Device(vendorID: "demo", vendorDeviceID: "d\(index)", name: "Device \(index)", type: type, keys: keys)
+            return (device, index % 3 == 0 ? nil : DeviceState(values: ["temperature": .number(Double(index))]))
+        }
+        let oneByOne = devices.map { discovery.messages(for: $0.0, reported: .state($0.1)) }
+        for workers in [1, 2, 3, 7] {
+            #expect(discovery.messagesInParallel(for: devices, minimumPerWorker: 8, maximumWorkers: workers) == oneByOne, "\(workers) workers")
+        }
+        #expect(discovery.messagesInParallel(for: []).isEmpty)
+    }
+
     /// `homeassistant.node_id`: every discovery topic gets the gateway's own level (what a site's bridge and the
     /// central ACL let through), unique ids stay.
     @Test func aNodeIDPutsEveryDiscoveryTopicUnderItsOwnLevel() throws {

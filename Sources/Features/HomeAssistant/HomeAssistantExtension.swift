@@ -42,7 +42,12 @@ package final class HomeAssistantExtension: GatewayExtension {
         switch event {
         case .connected:
             publishGatewayDiscovery()
-            for id in hub.devices.keys.sorted() { publishDiscovery(id, force: true) }
+            // Every device's discovery at once (the bulk of a cold start): built on all cores, published in order.
+            let devices = hub.devices.keys.sorted().compactMap { id in hub.devices[id].map { ($0, hub.states[id]) } }
+            let built = discovery.messagesInParallel(for: devices)
+            for ((device, state), messages) in zip(devices, built) {
+                publishDiscovery(device.id, state: state, messages: messages, force: true)
+            }
         case .deviceAdded(let device, let restored):
             if !restored { publishDiscovery(device.id, force: false) }
         case .deviceChanged(let device):
@@ -92,7 +97,10 @@ package final class HomeAssistantExtension: GatewayExtension {
     private func publishDiscovery(_ id: DeviceID, force: Bool) {
         guard let device = hub.devices[id] else { return }
         let state = hub.states[id]
-        let messages = discovery.messages(for: device, reported: .state(state))
+        publishDiscovery(id, state: state, messages: discovery.messages(for: device, reported: .state(state)), force: force)
+    }
+
+    private func publishDiscovery(_ id: DeviceID, state: DeviceState?, messages: [HomeAssistantDiscovery.Message], force: Bool) {
         // The keys with a value, and "" once the state topic is published (so the first state, even an empty one, counts).
         var reported: Set<String> = state.map { Set($0.values.keys) } ?? []
         if state != nil { reported.insert("") }
