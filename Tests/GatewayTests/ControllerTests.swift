@@ -17,13 +17,13 @@ import VendorKit
         let controller: GatewayController
         let vendor: DemoVendor
 
-        init(mode: HomeAssistantSettings.Mode = .device) async {
+        init(mode: HomeAssistantSettings.Mode = .device, extraDevices: Int = 0) async {
             var config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "demo", id: "demo")])
             config.homeAssistant.mode = mode
             config.homeAssistant.republishDelayMax = 0
             controller = await GatewayController(config: config, transport: transport, logger: Logger(label: "test"))
             let controller = self.controller
-            vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(3600)),
+            vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(3600), extraDevices: extraDevices),
                                 sink: VendorEventSink { event in Task { await controller.handle(event) } })
             await controller.register(vendor)
             // Deliver the inventory and first states synchronously.
@@ -58,6 +58,27 @@ import VendorKit
         #expect(devices.count == 6)
         let info = try #require(t.json("lbs/bridge/info"))
         #expect(info["base_topic"] as? String == "lbs")
+    }
+
+    /// With many devices, `bridge/devices` and discovery are built on every core at connect: the published list is
+    /// still the canonical rendering (sorted keys, re-rendering gives the same bytes), in device-id order, and
+    /// every device's discovery went out before its state.
+    @Test func manyDevicesAreAnnouncedInOrderWhenBuiltOnEveryCore() async throws {
+        let h = await Harness(extraDevices: 500)
+        let t = h.transport
+        let payload = try #require(t.last("lbs/bridge/devices")).payload
+        let parsed = try JSONValue.parse(Array(payload.utf8)).get()
+        #expect(parsed.render() == payload)
+        guard case .array(let items) = parsed else { Issue.record("bridge/devices is not a list"); return }
+        let ids = items.compactMap { $0["id"]?.string }
+        #expect(ids.count == h.vendor.devices.count && ids.count > 500)
+        #expect(ids == ids.sorted())
+        let topics = t.messages.map(\.topic)
+        for id in ids.prefix(5) + ids.suffix(5) {
+            let discovery = try #require(topics.firstIndex(of: "homeassistant/device/lbs_\(id)/config"), "discovery of \(id)")
+            let state = try #require(topics.firstIndex(of: "lbs/device/\(id)"), "state of \(id)")
+            #expect(discovery < state)
+        }
     }
 
     @Test func setChangesStateAndAnswersTheResponseTopic() async throws {
