@@ -271,3 +271,12 @@ import VendorSimulators
         #expect(failure.problems.map(\.path) == ["alerts.environment.colour"])
     }
 }
+
+/// The inactive alert state written directly is what rendering its JSON gives, escaping included.
+@Suite struct InactiveAlertTextTests {
+    @Test(arguments: [("low_battery_demo_lock", "low_battery", "demo_lock"), ("r\"q_d", "r\"q\\x", "d\u{1}e")])
+    func matchesTheRenderedJSON(id: String, rule: String, device: String) {
+        let rendered = JSON.object(["alert": .string(id), "rule": .string(rule), "device": .string(device), "state": "OFF"]).render()
+        #expect(AlertsExtension.inactive(id: id, rule: rule, device: device) == rendered)
+    }
+}
