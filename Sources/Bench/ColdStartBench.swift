@@ -90,8 +90,9 @@ enum ColdStartBench {
     }
 
     /// One cold start over `database`: a fresh broker (nothing retained), the same vendor id now unreachable.
-    static func run(database: String, devices: Int, directory: TemporaryDirectory) async throws -> Result {
-        let fresh = try await MosquittoBroker.started()
+    /// `brokerConfiguration`: lines for the fresh broker's config (`set_tcp_nodelay true`, as deploy/mosquitto ships).
+    static func run(database: String, devices: Int, directory: TemporaryDirectory, brokerConfiguration: String = "") async throws -> Result {
+        let fresh = try await MosquittoBroker.started(extraConfiguration: brokerConfiguration)
         let milestones = try await Milestones(url: fresh.url, expected: devices)
         let cold = directory.file("cold.yaml")
         try "mqtt: {url: \(fresh.url), client_id: coldstart}\nlog_level: error\nstorage: {path: \(database)}\nvendors: [{type: consciousness, id: demo, url: \"http://127.0.0.1:9\", username: u, password_env: COLDSTART_PW, poll_interval: 60}]\n"
