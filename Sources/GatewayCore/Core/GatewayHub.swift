@@ -2,6 +2,7 @@ import Foundation
 import GatewayModel
 import VendorKit
 import Logging
+import Resilience
 
 /// Read-only wiring every part of the gateway shares.
 package struct GatewayContext: Sendable {
@@ -53,6 +54,9 @@ package final class GatewayHub {
     package var counters = Counters()
     package var eventInbox: EventInbox<VendorEvent>?
     private var logLimits: [String: LogLimit] = [:]
+    /// Fence topics of retained read-backs still on their way back (see `readRetained`), and their arrivals.
+    package var pendingFences: Set<String> = []
+    package let fenceArrivals = ChangeSignal()
 
     private struct HotInfo {
         package var vendorID: String

@@ -31,6 +31,8 @@ public struct Topics: Sendable {
     public var bridgeLease: String { "\(base)/bridge/lease" }
     public var bridgeInfo: String { "\(base)/bridge/info" }
     public var bridgeDevices: String { "\(base)/bridge/devices" }
+    /// The end marker of one retained read-back (`GatewayHub.readRetained`): an empty QoS 0 message, never retained.
+    public func bridgeFence(_ token: UInt64) -> String { "\(base)/bridge/fence/\(String(token, radix: 16))" }
     public var bridgeEvent: String { "\(base)/bridge/event" }
     public var bridgeHealth: String { "\(base)/bridge/health" }
     public func bridgeRequest(_ name: String) -> String { "\(base)/bridge/request/\(name)" }
