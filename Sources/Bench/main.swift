@@ -101,13 +101,14 @@ if mode == "rss" {
 }
 
 // Overload: the demo driven faster than the box can publish; `/set` latency and memory meanwhile.
-//   lbs-bench overload [devices] [poll_interval_s] [seconds]   (defaults 5000 0.05 60: ~100,000 updates/s offered)
+//   lbs-bench overload [devices] [poll_interval_s] [seconds] [nodelay]   (defaults 5000 0.05 60: ~100,000 updates/s offered;
+//   `nodelay`: the broker with `set_tcp_nodelay true`, as deploy/mosquitto ships it)
 if mode == "overload" {
     let arguments = Array(CommandLine.arguments.dropFirst(2))
     let devices = arguments.count > 0 ? Int(arguments[0]) ?? 5000 : 5000
     let poll = arguments.count > 1 ? Double(arguments[1]) ?? 0.05 : 0.05
     let seconds = arguments.count > 2 ? Int(arguments[2]) ?? 60 : 60
-    let broker = try await MosquittoBroker.started()
+    let broker = try await MosquittoBroker.started(extraConfiguration: arguments.count > 3 && arguments[3] == "nodelay" ? "set_tcp_nodelay true" : "")
     let result = try await OverloadBench.run(broker: broker, devices: devices, pollInterval: poll, duration: .seconds(seconds), commandsPerSecond: 10)
     line("offered_updates", String(format: "%.0f /s (%d devices every %.3f s)", result.offeredPerSecond, devices + 6, poll))
     line("published_states", String(format: "%.0f /s", result.publishedPerSecond))

@@ -43,6 +43,13 @@ public final class TCPProxy: Sendable {
     /// While false, new connections are accepted and closed at once (the upstream looks down).
     public func setAccepting(_ accepting: Bool) { core.setAccepting(accepting) }
 
+    /// While true, PUBACK packets from the upstream (an MQTT broker) to its clients are dropped, as mosquitto drops
+    /// every packet to a client whose queue is past `max_queued_messages`; everything else still flows.
+    public func setDroppingAcknowledgements(_ dropping: Bool) { core.droppingAcknowledgements.store(dropping, ordering: .sequentiallyConsistent) }
+
+    /// PUBACKs dropped so far.
+    public var droppedAcknowledgements: Int { core.droppedAcknowledgements.load(ordering: .sequentiallyConsistent) }
+
     /// Stops listening and cuts every connection (idempotent).
     public func close() { core.close() }
 }
@@ -50,6 +57,8 @@ public final class TCPProxy: Sendable {
 private final class ProxyCore: Sendable {
     let listener: Int32
     let upstreamPort: Int
+    let droppingAcknowledgements = Atomic<Bool>(false)
+    let droppedAcknowledgements = Atomic<Int>(0)
     private let state = Mutex(State())
 
     private struct State {
@@ -107,12 +116,19 @@ private final class ProxyCore: Sendable {
                 state.withLock { $0.connections.removeAll { $0 == client || $0 == upstream } }
             }
             if !spawnThread({ pair.pump(from: client, to: upstream) })
-                || !spawnThread({ pair.pump(from: upstream, to: client) }) {
+                || !spawnThread({ [self] in pair.pump(from: upstream, to: client, filter: { self.keep($0) }) }) {
                 _ = shutdown(client, Int32(SHUT_RDWR))
                 _ = shutdown(upstream, Int32(SHUT_RDWR))
             }
         }
         Glibc.close(listener)
+    }
+
+    /// Whether one whole MQTT packet from the upstream goes on to the client.
+    private func keep(_ packet: ArraySlice<UInt8>) -> Bool {
+        guard droppingAcknowledgements.load(ordering: .sequentiallyConsistent), packet.first.map({ $0 >> 4 }) == 4 else { return true }
+        droppedAcknowledgements.add(1, ordering: .sequentiallyConsistent)
+        return false
     }
 
     private func connectUpstream() -> Int32 {
@@ -145,18 +161,34 @@ private final class PipePair: Sendable {
         self.onClose = onClose
     }
 
-    func pump(from source: Int32, to destination: Int32) {
+    /// Copies `source` to `destination`. With `filter`, the stream is cut into MQTT packets (fixed header and
+    /// remaining length) and only those `filter` keeps are written.
+    func pump(from source: Int32, to destination: Int32, filter: (@Sendable (ArraySlice<UInt8>) -> Bool)? = nil) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
+        var pending: [UInt8] = []
+        func send(_ bytes: ArraySlice<UInt8>) -> Bool {
+            var offset = bytes.startIndex
+            while offset < bytes.endIndex {
+                let written = bytes.withUnsafeBytes { write(destination, $0.baseAddress.map { $0 + (offset - bytes.startIndex) }, bytes.endIndex - offset) }
+                if written < 0, errno == EINTR { continue }
+                if written <= 0 { return false }
+                offset += written
+            }
+            return true
+        }
         copying: while true {
             let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             if count <= 0 { break }
-            var offset = 0
-            while offset < count {
-                let written = buffer.withUnsafeBytes { write(destination, $0.baseAddress.map { $0 + offset }, count - offset) }
-                if written < 0, errno == EINTR { continue }
-                if written <= 0 { break copying }
-                offset += written
+            guard let filter else {
+                if !send(buffer[0 ..< count]) { break copying }
+                continue
+            }
+            pending += buffer[0 ..< count]
+            while let length = Self.packetLength(pending) {
+                let packet = pending[0 ..< length]
+                if filter(packet), !send(packet) { break copying }
+                pending.removeFirst(length)
             }
         }
         _ = shutdown(client, Int32(SHUT_RDWR))
@@ -166,6 +198,26 @@ private final class PipePair: Sendable {
             Glibc.close(client)
             Glibc.close(upstream)
         }
+    }
+}
+
+extension PipePair {
+    /// The length of the first whole MQTT packet in `bytes` (fixed header, remaining length as a varint), or nil.
+    static func packetLength(_ bytes: [UInt8]) -> Int? {
+        var remaining = 0
+        var multiplier = 1
+        var index = 1
+        while index < bytes.count, index <= 4 {
+            let byte = Int(bytes[index])
+            remaining += (byte & 0x7F) * multiplier
+            index += 1
+            if byte & 0x80 == 0 {
+                let total = index + remaining
+                return bytes.count >= total ? total : nil
+            }
+            multiplier *= 128
+        }
+        return nil
     }
 }
 

@@ -29,6 +29,10 @@ final class CallbackBox: Sendable {
     /// Publishes handed to libmosquitto and not yet written (QoS 0) or acknowledged (QoS 1/2): libmosquitto
     /// calls the publish callback for QoS 0 once the packet is written to the socket, for QoS 1 on PUBACK.
     let outgoing = Atomic<Int>(0)
+    /// Publishes completed (QoS 0 written, QoS 1 acknowledged) since start: the network thread's sign of progress.
+    let publishesCompleted = Atomic<Int>(0)
+    /// Why the network thread ended a connection itself (a stalled one), for the `disconnected` event.
+    let ownDisconnectReason = Mutex<String?>(nil)
     let isConnected = Atomic<Bool>(false)
     /// `ClientCore.mayPublish`: the client hands publishes to libmosquitto only while this is true.
     let gateOpen = Atomic<Bool>(false)
@@ -113,7 +117,12 @@ final class CallbackBox: Sendable {
         gateOpen.store(false, ordering: .sequentiallyConsistent)
         // Only established connections report here; failed attempts are reported by the network thread.
         guard isConnected.exchange(false, ordering: .sequentiallyConsistent) else { return }
+        let own = ownDisconnectReason.withLock { reason in
+            defer { reason = nil }
+            return reason
+        }
         let error: MQTTError = switch code {
+        case 0 where own != nil: MQTTError(kind: .library, code: 0, message: own ?? "")
         case 0: MQTTError(kind: .library, code: 0, message: "disconnected cleanly")
         case 0x80...: .rejected(code, "broker closed the connection")
         default: .library(code, "connection lost")
@@ -329,6 +338,7 @@ func installCallbacks(on handle: OpaquePointer, tls: Bool) {
         guard let box = box(userdata) else { return }
         // Never below zero: QoS 1 messages of an earlier connection may complete after the count restarted.
         if box.outgoing.subtract(1, ordering: .relaxed).newValue < 0 { box.outgoing.store(0, ordering: .relaxed) }
+        box.publishesCompleted.add(1, ordering: .relaxed)
         box.didComplete(mid: mid, .published(reason: reason))
     }
     if tls {

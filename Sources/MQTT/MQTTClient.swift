@@ -411,6 +411,11 @@ final class ClientCore: Sendable {
 
             if rc == .mosqSuccess {
                 var disconnectDeadline: ContinuousClock.Instant?
+                // Progress of this connection's publishes (see `acknowledgementTimeout`).
+                var established = false
+                var seenCompletions = box.publishesCompleted.load(ordering: .relaxed)
+                var progressAt = ContinuousClock.now
+                var stallDeadline: ContinuousClock.Instant?
                 while true {
                     rc = mosquitto_loop(handle, Self.loopTimeoutMilliseconds, 1)
                     if box.connackReceived.exchange(false, ordering: .sequentiallyConsistent), rc == .mosqSuccess,
@@ -418,7 +423,25 @@ final class ClientCore: Sendable {
                         // The offline queue goes out first, so the gateway's republish on `.connected` follows it.
                         openGate(handle)
                         box.announceConnected()
+                        established = true
+                        progressAt = .now
                     }
+                    let completions = box.publishesCompleted.load(ordering: .relaxed)
+                    let waiting = box.outgoing.load(ordering: .relaxed)
+                    if completions != seenCompletions || waiting <= 0 || !established {
+                        seenCompletions = completions
+                        progressAt = .now
+                    } else if stallDeadline == nil, ContinuousClock.now - progressAt > configuration.acknowledgementTimeout {
+                        box.ownDisconnectReason.withLock {
+                            $0 = "nothing acknowledged by the broker for \(configuration.acknowledgementTimeout.wholeSeconds) s with \(waiting) "
+                                + "message(s) waiting (a broker that drops packets to a client whose queue is full, e.g. mosquitto past "
+                                + "max_queued_messages); reconnecting to send them again"
+                        }
+                        _ = mosquitto_disconnect_v5(handle, 0, nil)
+                        stallDeadline = .now + configuration.disconnectTimeout
+                    }
+                    // The DISCONNECT is written (the loop then ends), or the connection is closed anyway.
+                    if let stallDeadline, rc != .mosqSuccess || ContinuousClock.now >= stallDeadline { break }
                     if stopRequested.load(ordering: .sequentiallyConsistent) {
                         if disconnectDeadline == nil {
                             // Covers a stop that raced with connect; a second DISCONNECT is harmless.

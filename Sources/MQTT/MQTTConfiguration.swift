@@ -178,6 +178,12 @@ public struct MQTTConfiguration: Sendable {
     public var maxInflight = 64
     /// How long shutdown waits for the DISCONNECT to be written before it stops the network thread anyway.
     public var disconnectTimeout: Duration = .seconds(2)
+    /// A connection with publishes waiting on which nothing completes (no PUBACK, nothing written) for this long
+    /// is ended cleanly and made again; libmosquitto then sends what was not acknowledged again. A broker whose
+    /// queue to this client is full drops every packet to it, acknowledgements included (mosquitto past its
+    /// `max_queued_messages`): without this the in-flight window stays full for good and no QoS 1 message,
+    /// reply or state, goes out again.
+    public var acknowledgementTimeout: Duration = .seconds(20)
     /// Publishes held while not connected (sent in order after CONNACK). Retained messages are coalesced per
     /// topic; when full, the oldest message is dropped and counted. Non-retained QoS 0 is never held.
     public var offlineQueueLimit = 10_000
@@ -204,6 +210,7 @@ public struct MQTTConfiguration: Sendable {
         }
         guard inboundBufferSize >= 1 else { throw invalid("inbound buffer size must be at least 1") }
         guard (1...65535).contains(maxInflight) else { throw invalid("max in-flight must be 1...65535") }
+        guard acknowledgementTimeout >= .milliseconds(100) else { throw invalid("the acknowledgement timeout must be at least 100 ms") }
         guard disconnectTimeout >= .zero else { throw invalid("disconnect timeout must not be negative") }
         guard offlineQueueLimit >= 0 else { throw invalid("offline queue limit must not be negative") }
         if password != nil, username == nil { throw invalid("a password needs a username") }

@@ -54,6 +54,46 @@ struct MQTTReliabilityTests {
         await observer.shutdown()
     }
 
+    /// mosquitto drops every packet to a client whose queue is past `max_queued_messages`, PUBACKs included: the
+    /// client's in-flight window then stays full for good and no QoS 1 message goes out again. A connection on
+    /// which nothing is acknowledged for `acknowledgementTimeout` is ended cleanly (no will) and made again, and
+    /// libmosquitto sends the unacknowledged messages again.
+    @Test func aConnectionWhoseAcknowledgementsAreLostIsMadeAgainAndNothingIsLost() async throws {
+        let broker = try await MosquittoBroker.started()
+        let observer = try await TestMQTTClient.connect(to: broker.url)
+        try await observer.subscribe("acks/#")
+        let proxy = try TCPProxy(upstreamPort: broker.port)
+        let gateway = try await TestMQTTClient.connect(to: proxy.url) { configuration in
+            configuration.will = MQTTWill(topic: "acks/will", payload: "offline", qos: .atLeastOnce, retain: false)
+            configuration.reconnect = fastReconnect
+            configuration.acknowledgementTimeout = .milliseconds(800)
+        }
+        proxy.setDroppingAcknowledgements(true)
+        // More than mosquitto's default in-flight window (20) for this client: afterwards nothing could go out.
+        for index in 0 ..< 30 { gateway.client.publish("acks/\(index)", "m\(index)", qos: .atLeastOnce) }
+        // The broker lets 20 in at once (its receive maximum); their acknowledgements are lost, the rest wait.
+        try await waitUntil("acknowledgements dropped", timeout: .seconds(5)) { proxy.droppedAcknowledgements >= 20 }
+        try await quietPeriod(.milliseconds(100))
+        #expect((0 ..< 30).filter { !observer.messages(on: "acks/\($0)").isEmpty }.count == 20)
+        proxy.setDroppingAcknowledgements(false)
+
+        // This one waits behind the full window until the connection is made again.
+        try await gateway.client.publishAndWait("acks/after", "after", timeout: .seconds(10))
+        try await gateway.waitForConnects(2)
+        let ended = gateway.connectionEvents.compactMap { event -> String? in
+            if case .disconnected(let error) = event { return error.message } else { return nil }
+        }
+        #expect(ended.contains { $0.contains("nothing acknowledged by the broker") }, "\(ended)")
+        #expect(gateway.client.outgoingBacklog == 0)
+        // Every message reached the broker (the unacknowledged ones were sent again).
+        try await waitUntil("all 30 passed on", timeout: .seconds(5)) { (0 ..< 30).allSatisfy { !observer.messages(on: "acks/\($0)").isEmpty } }
+        // Ended with a DISCONNECT: the broker kept the will.
+        try await quietPeriod(.milliseconds(200))
+        #expect(observer.messages(on: "acks/will").isEmpty)
+        await gateway.shutdown()
+        await observer.shutdown()
+    }
+
     @Test func reconnectsAfterTheBrokerIsKilledAndRestartedOnTheSamePort() async throws {
         let broker = try await MosquittoBroker.started()
         let port = broker.port
