@@ -29,8 +29,39 @@ final class CallbackBox: Sendable {
     /// Publishes handed to libmosquitto and not yet written (QoS 0) or acknowledged (QoS 1/2): libmosquitto
     /// calls the publish callback for QoS 0 once the packet is written to the socket, for QoS 1 on PUBACK.
     let outgoing = Atomic<Int>(0)
-    /// Publishes completed (QoS 0 written, QoS 1 acknowledged) since start: the network thread's sign of progress.
-    let publishesCompleted = Atomic<Int>(0)
+    /// QoS 1/2 messages handed to libmosquitto and not yet acknowledged, and when the last acknowledgement came:
+    /// the network thread's sign that the broker still acknowledges (see `acknowledgementTimeout`).
+    let inFlight = Mutex(InFlight())
+
+    struct InFlight {
+        var awaitingAck: Set<Int32> = []
+        var awaitingWrite: Set<Int32> = []
+        /// Completed before their hand-over was noted (the network thread can be that fast).
+        var completedEarly: Set<Int32> = []
+        var lastAcknowledged = ContinuousClock.now
+    }
+
+    /// A publish libmosquitto took, with the message id it gave it.
+    func noteHandedOver(mid: Int32, qos: MQTTQoS) {
+        inFlight.withLock { table in
+            if table.completedEarly.remove(mid) != nil {
+                if qos != .atMostOnce { table.lastAcknowledged = .now }
+                return
+            }
+            if qos == .atMostOnce { table.awaitingWrite.insert(mid) } else { table.awaitingAck.insert(mid) }
+        }
+    }
+
+    /// The publish callback: QoS 0 written, QoS 1 acknowledged.
+    func noteCompleted(mid: Int32) {
+        inFlight.withLock { table in
+            if table.awaitingAck.remove(mid) != nil {
+                table.lastAcknowledged = .now
+            } else if table.awaitingWrite.remove(mid) == nil {
+                table.completedEarly.insert(mid)
+            }
+        }
+    }
     /// Why the network thread ended a connection itself (a stalled one), for the `disconnected` event.
     let ownDisconnectReason = Mutex<String?>(nil)
     let isConnected = Atomic<Bool>(false)
@@ -97,6 +128,12 @@ final class CallbackBox: Sendable {
     func didConnect(reason: Int32) {
         // libmosquitto discards unsent QoS 0 packets of the old connection without callbacks: start counting anew.
         outgoing.store(0, ordering: .relaxed)
+        // Its QoS 1 messages it sends again, and they are acknowledged on the new connection.
+        inFlight.withLock { table in
+            table.awaitingWrite.removeAll()
+            table.completedEarly.removeAll()
+            table.lastAcknowledged = .now
+        }
         if reason == 0 {
             // `.connected` follows once the network thread has flushed the offline queue.
             connackReceived.store(true, ordering: .sequentiallyConsistent)
@@ -338,7 +375,7 @@ func installCallbacks(on handle: OpaquePointer, tls: Bool) {
         guard let box = box(userdata) else { return }
         // Never below zero: QoS 1 messages of an earlier connection may complete after the count restarted.
         if box.outgoing.subtract(1, ordering: .relaxed).newValue < 0 { box.outgoing.store(0, ordering: .relaxed) }
-        box.publishesCompleted.add(1, ordering: .relaxed)
+        box.noteCompleted(mid: mid)
         box.didComplete(mid: mid, .published(reason: reason))
     }
     if tls {

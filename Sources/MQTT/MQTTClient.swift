@@ -411,10 +411,8 @@ final class ClientCore: Sendable {
 
             if rc == .mosqSuccess {
                 var disconnectDeadline: ContinuousClock.Instant?
-                // Progress of this connection's publishes (see `acknowledgementTimeout`).
+                // Whether the broker still acknowledges on this connection (see `acknowledgementTimeout`).
                 var established = false
-                var seenCompletions = box.publishesCompleted.load(ordering: .relaxed)
-                var progressAt = ContinuousClock.now
                 var stallDeadline: ContinuousClock.Instant?
                 while true {
                     rc = mosquitto_loop(handle, Self.loopTimeoutMilliseconds, 1)
@@ -424,14 +422,10 @@ final class ClientCore: Sendable {
                         openGate(handle)
                         box.announceConnected()
                         established = true
-                        progressAt = .now
                     }
-                    let completions = box.publishesCompleted.load(ordering: .relaxed)
-                    let waiting = box.outgoing.load(ordering: .relaxed)
-                    if completions != seenCompletions || waiting <= 0 || !established {
-                        seenCompletions = completions
-                        progressAt = .now
-                    } else if stallDeadline == nil, ContinuousClock.now - progressAt > configuration.acknowledgementTimeout {
+                    let (waiting, lastAcknowledged) = box.inFlight.withLock { ($0.awaitingAck.count, $0.lastAcknowledged) }
+                    if established, stallDeadline == nil, waiting > 0,
+                       ContinuousClock.now - lastAcknowledged > configuration.acknowledgementTimeout {
                         box.ownDisconnectReason.withLock {
                             $0 = "nothing acknowledged by the broker for \(configuration.acknowledgementTimeout.wholeSeconds) s with \(waiting) "
                                 + "message(s) waiting (a broker that drops packets to a client whose queue is full, e.g. mosquitto past "
@@ -508,9 +502,12 @@ final class ClientCore: Sendable {
             // (which subtracts) before this thread returns, and a subtraction ahead of its addition was lost to the
             // clamp at zero, leaving the backlog stuck above zero.
             box.outgoing.add(1, ordering: .relaxed)
-            let (rc, propertyError) = Self.handOver(handle.pointer, topic, payload, qos: qos, retain: retain,
-                                                    properties: properties, isV5: isV5, mid: mid)
+            var ownMid: Int32 = 0
+            let (rc, propertyError) = withUnsafeMutablePointer(to: &ownMid) { own in
+                Self.handOver(handle.pointer, topic, payload, qos: qos, retain: retain, properties: properties, isV5: isV5, mid: mid ?? own)
+            }
             if rc != .mosqSuccess || propertyError != nil { box.outgoing.subtract(1, ordering: .relaxed) }
+            if rc == .mosqSuccess, propertyError == nil { box.noteHandedOver(mid: mid?.pointee ?? ownMid, qos: qos) }
             if let propertyError { return .failed(propertyError) }
             switch rc {
             case .mosqSuccess:
@@ -572,6 +569,7 @@ final class ClientCore: Sendable {
                                   properties: message.properties, isV5: isV5, mid: &mid)
                 }
                 if rc != .mosqSuccess { box.outgoing.subtract(1, ordering: .relaxed) }
+                if rc == .mosqSuccess { box.noteHandedOver(mid: mid, qos: message.qos) }
                 if rc == .mosqSuccess || (rc == .mosqNoConnection && message.qos != .atMostOnce) {
                     // Linked before this thread can read the PUBACK.
                     if let token = message.token { box.link(token: token, mid: mid) }

@@ -69,6 +69,15 @@ struct MQTTReliabilityTests {
             configuration.acknowledgementTimeout = .milliseconds(800)
         }
         proxy.setDroppingAcknowledgements(true)
+        // QoS 0 traffic goes on meanwhile (written, so "completed"): it must not hide the missing acknowledgements.
+        let client = gateway.client
+        let noise = Task {
+            while !Task.isCancelled {
+                client.publish("noise", "n", qos: .atMostOnce)
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        defer { noise.cancel() }
         // More than mosquitto's default in-flight window (20) for this client: afterwards nothing could go out.
         for index in 0 ..< 30 { gateway.client.publish("acks/\(index)", "m\(index)", qos: .atLeastOnce) }
         // The broker lets 20 in at once (its receive maximum); their acknowledgements are lost, the rest wait.
