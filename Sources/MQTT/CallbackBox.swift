@@ -128,8 +128,10 @@ final class CallbackBox: Sendable {
     func didConnect(reason: Int32) {
         // libmosquitto discards unsent QoS 0 packets of the old connection without callbacks: start counting anew.
         outgoing.store(0, ordering: .relaxed)
-        // Its QoS 1 messages it sends again, and they are acknowledged on the new connection.
+        // The stall check starts anew with each connection: what libmosquitto sends again (or let go without a
+        // callback) is not waited for; a connection that acknowledges nothing shows in the messages published on it.
         inFlight.withLock { table in
+            table.awaitingAck.removeAll()
             table.awaitingWrite.removeAll()
             table.completedEarly.removeAll()
             table.lastAcknowledged = .now
