@@ -295,8 +295,7 @@ extension LBSGateway {
 }
 
 /// Returns when `bridge/request/restart` asked for a restart (the group then stops gracefully), or at shutdown.
-struct RestartWatch: Service, CustomStringConvertible {
-    var description: String { "RestartWatch" }
+struct RestartWatch: NamedService {
     let restart: GatewayRestart
 
     func run() async throws {

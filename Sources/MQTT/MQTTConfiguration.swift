@@ -178,8 +178,8 @@ public struct MQTTConfiguration: Sendable {
     public var maxInflight = 64
     /// How long shutdown waits for the DISCONNECT to be written before it stops the network thread anyway.
     public var disconnectTimeout: Duration = .seconds(2)
-    /// A connection with publishes waiting on which nothing completes (no PUBACK, nothing written) for this long
-    /// is ended cleanly and made again; libmosquitto then sends what was not acknowledged again. A broker whose
+    /// A connection on which no QoS 1 message is acknowledged for this long while some wait (QoS 0 traffic does not
+    /// count) is ended cleanly and made again; libmosquitto then sends what was not acknowledged again. A broker whose
     /// queue to this client is full drops every packet to it, acknowledgements included (mosquitto past its
     /// `max_queued_messages`): without this the in-flight window stays full for good and no QoS 1 message,
     /// reply or state, goes out again.

@@ -336,8 +336,7 @@ public final class LeaseElector: Sendable {
 
 /// Runs beside the gateway on the active node: stops the process the moment the lease is lost, and gives the
 /// lease up on a clean stop. First in the service group, so it stops last (after the gateway said offline).
-public struct LeaseService: Service, CustomStringConvertible {
-    public var description: String { "LeaseService" }
+public struct LeaseService: NamedService {
     package let elector: LeaseElector
     package let logger: Logger
 

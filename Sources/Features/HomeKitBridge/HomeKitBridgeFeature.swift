@@ -41,8 +41,7 @@ package final class HomeKitBridgeFeature: GatewayFeature {
 
 /// The HAP server and its mDNS announcement as a service of the gateway's group. A port that is taken is logged,
 /// never fatal (the gateway's job is MQTT).
-struct HomeKitBridgeService: Service, CustomStringConvertible {
-    var description: String { "HomeKitBridgeService" }
+struct HomeKitBridgeService: NamedService {
     let settings: HomeKitBridgeSettings
     let feature: HomeKitBridgeFeature
     let logger: Logger

@@ -49,8 +49,7 @@ package final class StatusPageFeature: GatewayFeature {
 
 /// The HTTP listener as a service of the gateway's group. A port that is taken is logged, never fatal (the
 /// gateway's job is MQTT): the service then waits for the group's shutdown.
-package struct HTTPListenerService: Service, CustomStringConvertible {
-    package var description: String { "HTTPListenerService" }
+package struct HTTPListenerService: NamedService {
     package let settings: HTTPSettings
     package let feature: StatusPageFeature
     package let logger: Logger

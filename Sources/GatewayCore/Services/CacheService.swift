@@ -5,8 +5,7 @@ import ServiceLifecycle
 
 /// Owns the cache writer and the retention job. It sits before `GatewayService` in the group,
 /// so on shutdown it stops last, after the gateway handed over its final batch.
-public struct CacheService: Service, CustomStringConvertible {
-    public var description: String { "CacheService" }
+public struct CacheService: NamedService {
     package let persistence: CacheLink
     package let retention: RetentionSettings
 

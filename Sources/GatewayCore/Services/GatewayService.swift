@@ -17,11 +17,7 @@ import Resilience
 ///    hands the cache its last batch, publishes `offline` and disconnects cleanly (so the broker does not
 ///    fire the will);
 /// 3. the cache writer writes what it was handed and checkpoints the database.
-public struct GatewayService: Service, CustomStringConvertible {
-    /// ServiceGroup names every service with `"\(service)"`. Without a description that reflects every stored
-    /// property (the whole config, through Mirror and a protocol-conformance scan per type): ~90 M instructions
-    /// of a cold start in the static build. Every service of the gateway has a description for this reason.
-    public var description: String { "GatewayService" }
+public struct GatewayService: NamedService {
     package let config: GatewayConfig
     package let logger: Logger
     package let persistence: CacheLink?
@@ -173,8 +169,7 @@ public struct GatewayService: Service, CustomStringConvertible {
 
 /// Runs every configured vendor, each restarted after a pause when its loop fails, until the group
 /// shuts down. It is the last service in the group, so on shutdown the vendors stop first.
-public struct VendorSupervisor: Service, CustomStringConvertible {
-    public var description: String { "VendorSupervisor" }
+public struct VendorSupervisor: NamedService {
     package let runtime: GatewayService.SharedRuntime
     package let logger: Logger
     package var notifier = SystemdNotifier(environment: [:])
