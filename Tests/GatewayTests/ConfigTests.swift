@@ -41,6 +41,17 @@ import VendorKit
         #expect(failure.problems.first { $0.path == "mqtt.versoin" }?.fix.contains("version") == true)
     }
 
+    /// Found by the config fuzzer in CI: `type:` holding nothing (empty, or only an anchor) was neither a
+    /// vendor nor a problem, so a config without any vendor was accepted.
+    @Test(arguments: ["{type: &emo, id: demo}", "{type: , id: demo}", "{type: null, id: demo}", "{type: ~}"])
+    func aVendorTypeWithNothingInItIsMissing(item: String) {
+        guard case .failure(let failure) = ConfigLoader.parse(yaml: "mqtt: {url: mqtt://localhost:1883}\nvendors: [\(item)]\n") else {
+            Issue.record("accepted a vendor without a type: \(item)")
+            return
+        }
+        #expect(failure.problems.contains { $0.path == "vendors[0].type" && $0.message == "missing" })
+    }
+
     @Test func passwordsComeFromFilesOrEnvironmentNeverTheFile() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lbs-config-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

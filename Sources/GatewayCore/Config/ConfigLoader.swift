@@ -285,8 +285,10 @@ public enum ConfigLoader {
                 let path = "vendors[\(index)]"
                 // An empty item (`- ` followed by nothing but a comment) is a problem, not a vendor to skip.
                 guard reader.mapping(item, at: path, required: true) != nil else { continue }
-                let type = reader.oneOf(item["type"], at: "\(path).type", catalog.types)
-                    ?? (item["type"] == nil ? { reader.problem("\(path).type", "missing", fix: "set type to one of: \(catalog.types.joined(separator: ", "))"); return nil }() : nil)
+                // `type:` with nothing after it (or only an anchor, `type: &a`) is as missing as no `type:` at all.
+                let typeNode = item["type"]
+                let type = reader.oneOf(typeNode, at: "\(path).type", catalog.types)
+                    ?? (typeNode == nil || typeNode == .null ? { reader.problem("\(path).type", "missing", fix: "set type to one of: \(catalog.types.joined(separator: ", "))"); return nil }() : nil)
                 let id = reader.string(item["id"], at: "\(path).id") ?? type
                 if let id {
                     if !Slug.isValid(id) || id.count > 32 {
