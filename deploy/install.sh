@@ -145,8 +145,10 @@ if $packages && $broker && [[ "$broker_url" =~ ^mqtts?://(localhost|127\.0\.0\.1
     apt_install mosquitto
     # Answer the gateway's QoS 1 messages at once: by default mosquitto holds its PUBACKs behind Nagle's algorithm,
     # which paces every QoS 1 round trip at ~40 ms (a restart's announcements took seconds instead of ~0.2 s).
+    # And room for a start's burst: past max_queued_messages (default 1,000) Debian's mosquitto drops every packet
+    # to the client, PUBACKs included (lbs-bench overload 5000 … installed measures both settings together).
     if [ -d /etc/mosquitto/conf.d ] && [ ! -e /etc/mosquitto/conf.d/lbs-gateway.conf ]; then
-      printf '# Written by lbs-gateway install.sh: PUBACKs without Nagle delay.\nset_tcp_nodelay true\n' \
+      printf '# Written by lbs-gateway install.sh: PUBACKs without Nagle delay; room for a start-up burst.\nset_tcp_nodelay true\nmax_queued_messages 10000\n' \
         > /etc/mosquitto/conf.d/lbs-gateway.conf
     fi
     systemctl enable mosquitto >/dev/null 2>&1 || true

@@ -24,7 +24,7 @@ enum OverloadBench {
             ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lbs-gateway").path
         let config = directory.file("config.yaml")
         try """
-        mqtt: {url: \(broker.url), client_id: bench-overload}
+        mqtt: {url: \(broker.url), client_id: bench-overload\(ProcessInfo.processInfo.environment["LBS_BENCH_MQTT"].map { ", " + $0 } ?? "")}
         log_level: error
         vendors: [{type: demo, id: demo, poll_interval: \(pollInterval), devices: \(devices)}]
         """.write(toFile: config, atomically: true, encoding: .utf8)

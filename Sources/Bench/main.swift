@@ -101,14 +101,16 @@ if mode == "rss" {
 }
 
 // Overload: the demo driven faster than the box can publish; `/set` latency and memory meanwhile.
-//   lbs-bench overload [devices] [poll_interval_s] [seconds] [nodelay]   (defaults 5000 0.05 60: ~100,000 updates/s offered;
-//   `nodelay`: the broker with `set_tcp_nodelay true`, as deploy/mosquitto ships it)
+//   lbs-bench overload [devices] [poll_interval_s] [seconds] [nodelay|installed]   (defaults 5000 0.05 60: ~100,000 updates/s
+//   offered; `nodelay`: the broker with `set_tcp_nodelay true`; `installed`: also `max_queued_messages 10000`, as
+//   deploy/install.sh and deploy/mosquitto set up the broker)
 if mode == "overload" {
     let arguments = Array(CommandLine.arguments.dropFirst(2))
     let devices = arguments.count > 0 ? Int(arguments[0]) ?? 5000 : 5000
     let poll = arguments.count > 1 ? Double(arguments[1]) ?? 0.05 : 0.05
     let seconds = arguments.count > 2 ? Int(arguments[2]) ?? 60 : 60
-    let broker = try await MosquittoBroker.started(extraConfiguration: arguments.count > 3 && arguments[3] == "nodelay" ? "set_tcp_nodelay true" : "")
+    let brokerSettings = ["nodelay": "set_tcp_nodelay true", "installed": "set_tcp_nodelay true\nmax_queued_messages 10000"]
+    let broker = try await MosquittoBroker.started(extraConfiguration: arguments.count > 3 ? brokerSettings[arguments[3]] ?? "" : "")
     let result = try await OverloadBench.run(broker: broker, devices: devices, pollInterval: poll, duration: .seconds(seconds), commandsPerSecond: 10)
     line("offered_updates", String(format: "%.0f /s (%d devices every %.3f s)", result.offeredPerSecond, devices + 6, poll))
     line("published_states", String(format: "%.0f /s", result.publishedPerSecond))

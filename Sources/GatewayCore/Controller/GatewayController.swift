@@ -33,7 +33,9 @@ public final class GatewayController {
     ) {
         let topics = Topics(base: config.mqtt.baseTopic, discoveryPrefix: config.homeAssistant.discoveryPrefix, haStatus: config.homeAssistant.statusTopic,
                             discoveryNodeID: config.homeAssistant.nodeID)
-        let context = GatewayContext(config: config, topics: topics, transport: transport, logger: logger, clock: clock, now: now, startedAt: now())
+        let gate = transport.loopsBack ? FirstConnectGate(transport, topics: topics) : nil
+        let context = GatewayContext(config: config, topics: topics, transport: gate ?? transport, firstConnectGate: gate, logger: logger,
+                                     clock: clock, now: now, startedAt: now())
         let hub = GatewayHub(context: context)
         let parts = GatewayParts(hub: hub, bridge: BridgeAPI(hub: hub), commands: Commands(hub: hub, persistence: persistence), persistence: persistence,
                                  cache: persistence.map { CacheWriter(hub: hub, persistence: $0) })

@@ -11,6 +11,11 @@ package protocol GatewayExtension: AnyObject {
     var requestNames: [String] { get }
 
     func handle(_ event: HubEvent)
+    /// True when this extension must finish something (`holdConnect`) after a connect's subscriptions and before
+    /// its announcements (`HubEvent.connected`) go out.
+    var holdsConnect: Bool { get }
+    /// Returns when the announcements may go out (bounded: it never waits on the broker without a timeout).
+    func holdConnect() async
     /// An MQTT message on one of the gateway's topics; true when this extension took it.
     func receive(_ route: Topics.Inbound, _ message: InboundMessage) -> Bool
     /// A bridge request whose envelope (size, JSON, `transaction`) was checked.
@@ -25,6 +30,8 @@ extension GatewayExtension {
     package var subscriptions: [String] { [] }
     package var requestNames: [String] { [] }
     package func handle(_ event: HubEvent) {}
+    package var holdsConnect: Bool { false }
+    package func holdConnect() async {}
     package func receive(_ route: Topics.Inbound, _ message: InboundMessage) -> Bool { false }
     package func request(_ name: String, body: [String: JSONValue], reply: Reply, context: JSON) {}
     package func report(into report: inout BridgeReport) {}

@@ -23,6 +23,20 @@ extension GatewayHub {
     package static let retainedReadTimeout = Duration.seconds(10)
     package static let retainedReadGrace = Duration.milliseconds(500)
 
+    /// Publishes the (subscribed) fence and waits until it comes back, or until `retainedReadGrace` passed without
+    /// any fence arriving. True when it came back.
+    package func sendFence(_ fence: String) async -> Bool {
+        pendingFences.insert(fence)
+        transport.publish(fence, "", qos: 0, retain: false, correlationData: nil)
+        // Each wake is a fence that arrived (this one, or another read-back's: then wait on) or the end of the grace.
+        while pendingFences.contains(fence) {
+            let seen = fenceArrivals.version
+            await fenceArrivals.wait(after: seen, timeout: Self.retainedReadGrace, clock: clock)
+            if fenceArrivals.version == seen || Task.isCancelled { break }
+        }
+        return pendingFences.remove(fence) == nil
+    }
+
     /// Reads back what the broker retains on `topics` (an earlier run's messages): subscribes, waits for the SUBACK
     /// and then for the retained copies to arrive at `receive`, then unsubscribes. False when no SUBACK came (the
     /// connection went, or the broker is stuck): the caller tries again at the next connect.
@@ -38,15 +52,7 @@ extension GatewayHub {
             transport.unsubscribe([fence])
             return false
         }
-        pendingFences.insert(fence)
-        transport.publish(fence, "", qos: 0, retain: false, correlationData: nil)
-        // Each wake is a fence that arrived (this one, or another read-back's: then wait on) or the end of the grace.
-        while pendingFences.contains(fence) {
-            let seen = fenceArrivals.version
-            await fenceArrivals.wait(after: seen, timeout: Self.retainedReadGrace, clock: clock)
-            if fenceArrivals.version == seen || Task.isCancelled { break }
-        }
-        if pendingFences.remove(fence) != nil { logger.debug("the fence of a retained read-back did not come back; waited \(Self.retainedReadGrace)") }
+        if !(await sendFence(fence)) { logger.debug("the fence of a retained read-back did not come back; waited \(Self.retainedReadGrace)") }
         transport.unsubscribe(topics + [fence])
         return true
     }

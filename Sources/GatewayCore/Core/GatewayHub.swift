@@ -9,6 +9,8 @@ package struct GatewayContext: Sendable {
     package let config: GatewayConfig
     package let topics: Topics
     package let transport: any MessageTransport
+    /// Wraps `transport` over a broker until the first connect (see `FirstConnectGate`).
+    package let firstConnectGate: FirstConnectGate?
     package let logger: Logger
     package let clock: any Clock<Duration>
     package let now: @Sendable () -> Date
@@ -57,6 +59,10 @@ package final class GatewayHub {
     /// Fence topics of retained read-backs still on their way back (see `readRetained`), and their arrivals.
     package var pendingFences: Set<String> = []
     package let fenceArrivals = ChangeSignal()
+    /// Counts connects, so a held connect's announcements go out only if no newer connect came meanwhile.
+    private var connectGeneration = 0
+    /// Between a connect and its announcements while an extension holds them (`GatewayExtension.holdConnect`).
+    package private(set) var connectHeld = false
 
     private struct HotInfo {
         package var vendorID: String
@@ -142,16 +148,44 @@ package final class GatewayHub {
     // MARK: - Connection
 
     package func connected() {
+        connectGeneration += 1
+        connectHeld = false
         var filters: [String] = []
         for item in extensions { filters += item.subscriptions }
         transport.subscribe(filters)
         publishBridgeOnline()
+        let holders = extensions.filter(\.holdsConnect)
+        guard !holders.isEmpty else { return announceConnect() }
+        // The first connect's retained sweep reads what an earlier run left before this run announces anything,
+        // so the broker does not echo thousands of this run's own announcements back on the sweep's filters.
+        connectHeld = true
+        let generation = connectGeneration
+        tasks.spawn { [self] in
+            for holder in holders { await holder.holdConnect() }
+            // A newer connect took over (it announces itself), or the connection went (the next one announces).
+            guard generation == connectGeneration, transport.isConnected else { return }
+            connectHeld = false
+            announceConnect()
+        }
+    }
+
+    private func announceConnect() {
+        context.firstConnectGate?.open()
         emit(.connected)
         logger.info("connected to the broker; published \(devices.count) devices")
     }
 
+    /// Vendor states may go out now: connected, and the connect's announcements (discovery, availability) are
+    /// not held back behind the retained sweep (`connected()`), so no state overtakes its device's discovery.
+    package var announcing: Bool { transport.isConnected && !connectHeld }
+
     package func publishBridgeOnline() {
-        transport.publish(topics.bridgeState, #"{"state":"online"}"#, qos: 1, retain: true)
+        let online = #"{"state":"online"}"#
+        if let gate = context.firstConnectGate {
+            gate.publishAlways(topics.bridgeState, online, qos: 1, retain: true)
+        } else {
+            transport.publish(topics.bridgeState, online, qos: 1, retain: true)
+        }
     }
 
     // MARK: - Vendor events

@@ -54,6 +54,8 @@ public struct MQTTTransport: MessageTransport {
 
     public var isConnected: Bool { client.isConnected }
 
+    public var loopsBack: Bool { true }
+
     public var stats: TransportStats {
         TransportStats(droppedInbound: client.droppedInboundMessages, droppedOffline: client.droppedOfflineMessages)
     }

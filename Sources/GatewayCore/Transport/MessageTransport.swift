@@ -36,6 +36,9 @@ public protocol MessageTransport: Sendable {
     var outgoingBacklog: Int { get }
     /// True between CONNACK (after the offline queue went out) and the connection's loss.
     var isConnected: Bool { get }
+    /// A message published on a topic the connection subscribes to comes back to it (a broker does; a recording
+    /// transport does not). Only then can a fence message mark the end of what the broker retains.
+    var loopsBack: Bool { get }
 }
 
 /// Drop counters of a transport.
@@ -61,6 +64,7 @@ extension MessageTransport {
     public var stats: TransportStats { TransportStats() }
     public var outgoingBacklog: Int { 0 }
     public var isConnected: Bool { true }
+    public var loopsBack: Bool { false }
 
     package func publish(_ topic: String, _ payload: String, qos: Int = 0, retain: Bool = false) {
         publish(topic, payload, qos: qos, retain: retain, correlationData: nil)

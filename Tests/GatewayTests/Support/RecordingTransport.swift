@@ -17,6 +17,12 @@ final class RecordingTransport: MessageTransport {
     private let unsubscribed = Mutex<[String]>([])
     private let droppedCounts = Mutex(TransportStats())
     private let backlog = Mutex(0)
+    /// As a broker would: what is published on a subscribed topic comes back (the test hands it back itself).
+    let loopsBack: Bool
+
+    init(loopsBack: Bool = false) {
+        self.loopsBack = loopsBack
+    }
 
     /// What the test says the connection has waiting (a slow broker).
     var outgoingBacklog: Int { backlog.withLock { $0 } }

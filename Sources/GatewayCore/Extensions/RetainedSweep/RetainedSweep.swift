@@ -19,15 +19,38 @@ package final class RetainedSweep: GatewayExtension {
     private var removedVendors: Set<String> = []
     private var sweepingRetained = false
     private var sweepDone = false
+    /// Marks the end of the broker's retained copies on the sweep's filters (see `holdConnect`).
+    private let fence: String
 
     package init(hub: GatewayHub) {
         self.hub = hub
+        fence = hub.topics.bridgeFence(UInt64.random(in: 0 ... .max))
     }
 
     /// The sweep's filters go with the first connect's subscriptions, before anything is published: the broker
     /// then answers with what the previous run left, not with this run's first messages (the gateway device's
     /// discovery, published next, would otherwise replace a removed vendor's health sensor before it is read).
-    package var subscriptions: [String] { sweepDone ? [] : sweepFilters }
+    /// The fence's filter goes last, in the same SUBSCRIBE (over a broker: see `holdsConnect`).
+    package var subscriptions: [String] { sweepDone ? [] : sweepFilters + (hub.transport.loopsBack ? [fence] : []) }
+
+    /// The first connect's announcements wait for the sweep (over a broker, which sends the fence back): once the
+    /// fence is back, every retained copy is in and the sweep's filters are unsubscribed before the announcements,
+    /// so the broker does not echo this run's thousands of discovery and availability messages back (with 5,000
+    /// devices that echo overran mosquitto's queue for the gateway and stalled the connection). Costs one round trip.
+    package var holdsConnect: Bool { !sweepDone && !sweepingRetained && hub.transport.loopsBack }
+
+    package func holdConnect() async {
+        guard holdsConnect else { return }
+        sweepingRetained = true
+        if await hub.sendFence(fence) {
+            endRetainedSweep()
+        } else {
+            // No fence (a broker or ACL that drops it, or a huge retained set): the sweep collects on for its
+            // usual time beside the announcements, as without the hold.
+            hub.logger.debug("the retained sweep's fence did not come back within \(GatewayHub.retainedReadGrace); sweeping on")
+            scheduleSweepEnd()
+        }
+    }
 
     package func handle(_ event: HubEvent) {
         switch event {
@@ -79,6 +102,10 @@ package final class RetainedSweep: GatewayExtension {
     package func startRetainedSweep() {
         guard !sweepDone, !sweepingRetained else { return }
         sweepingRetained = true
+        scheduleSweepEnd()
+    }
+
+    private func scheduleSweepEnd() {
         let clock = hub.clock
         hub.tasks.spawn { [self] in
             try? await clock.sleep(for: Self.sweepDuration)
@@ -90,7 +117,7 @@ package final class RetainedSweep: GatewayExtension {
         guard sweepingRetained else { return }
         sweepingRetained = false
         sweepDone = true
-        hub.transport.unsubscribe(sweepFilters)
+        hub.transport.unsubscribe(sweepFilters + [fence])
         clearOrphans()
         retireRemovedVendors()
     }

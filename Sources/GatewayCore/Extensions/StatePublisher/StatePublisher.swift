@@ -40,7 +40,9 @@ package final class StatePublisher: GatewayExtension {
     /// (`mqtt.max_backlog`); they go out again once it is below a quarter of that.
     package let backlogLimit: Int
     package var backlogResume: Int { backlogLimit / 4 }
-    package static let drainTick = Duration.milliseconds(20)
+    /// How often held-back states are looked at: often enough that the connection never runs dry between two
+    /// looks (at most 3/4 of `backlogLimit` go out per tick: 75,000/s with the default 500), only while some wait.
+    package static let drainTick = Duration.milliseconds(5)
 
     package init(hub: GatewayHub) {
         self.hub = hub
@@ -74,7 +76,7 @@ package final class StatePublisher: GatewayExtension {
             awaitingFloor.remove(id)
             // A command's confirmed state never waits behind telemetry, and goes out even while disconnected:
             // its reply (queued until the reconnect) must not arrive before it.
-            if source == .vendor, !hub.transport.isConnected {
+            if source == .vendor, !hub.announcing {
                 return
             } else if source == .vendor, !heldBack.isEmpty || hub.transport.outgoingBacklog > backlogLimit {
                 holdBack(id)
@@ -139,7 +141,7 @@ package final class StatePublisher: GatewayExtension {
             floorRead = .done
             let held = awaitingFloor
             awaitingFloor.removeAll()
-            guard hub.transport.isConnected else { return }
+            guard hub.announcing else { return }
             for id in held.sorted() { publishState(id) }
         }
     }
