@@ -216,6 +216,9 @@ package final class HomeAssistantExtension: GatewayExtension {
         hub.tasks.spawn { [self] in
             try? await clock.sleep(for: .milliseconds(Int64(delay * 1000)))
             republishPending = false
+            // Before the connect's announcements (the first connect's sweep) they are about to go out anyway, and
+            // states now would overtake their devices' discovery.
+            guard hub.announcing else { return }
             hub.publishBridgeOnline()
             hub.emit(.homeAssistantBirth)
             hub.logger.info("re-published states after Home Assistant came online")
