@@ -10,6 +10,14 @@ let mode = CommandLine.arguments.dropFirst().first ?? "all"
 
 func line(_ name: String, _ value: String) { print("\(name): \(value)") }
 
+/// The brokers the benchmarks compare, as lines of a fresh mosquitto's config: `nodelay` answers without Nagle's
+/// delay (deploy/mosquitto ships it); `installed` is the broker as deploy/install.sh sets it up.
+enum BrokerSettings {
+    static let nodelay = "set_tcp_nodelay true"
+    static let installed = nodelay + "\nmax_queued_messages 10000"
+    static let byName = ["nodelay": nodelay, "installed": installed]
+}
+
 if mode == "gateway" || mode == "all" {
     let broker = try await MosquittoBroker.started()
     let extra = 1000
@@ -58,7 +66,7 @@ if mode == "publish" {
 if mode == "latency" {
     // Also against a broker with `set_tcp_nodelay true`: mosquitto's own Nagle otherwise holds the state PUBLISH
     // behind its PUBACK to a client that publishes and subscribes on one connection (the bench client).
-    for brokerConfig in ["", "set_tcp_nodelay true"] {
+    for brokerConfig in ["", BrokerSettings.nodelay] {
         let broker = try await MosquittoBroker.started(extraConfiguration: brokerConfig)
         for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
             let samples = try await GatewayBench.setLatency(broker: broker, extraDevices: 1000, iterations: 500, qos: qos)
@@ -103,14 +111,14 @@ if mode == "rss" {
 // Overload: the demo driven faster than the box can publish; `/set` latency and memory meanwhile.
 //   lbs-bench overload [devices] [poll_interval_s] [seconds] [nodelay|installed]   (defaults 5000 0.05 60: ~100,000 updates/s
 //   offered; `nodelay`: the broker with `set_tcp_nodelay true`; `installed`: also `max_queued_messages 10000`, as
-//   deploy/install.sh and deploy/mosquitto set up the broker)
+//   deploy/install.sh and deploy/mosquitto set up the broker). LBS_BENCH_MQTT adds keys to the gateway's `mqtt:` section
+//   (e.g. LBS_BENCH_MQTT="max_backlog: 2000" to compare backlog limits).
 if mode == "overload" {
     let arguments = Array(CommandLine.arguments.dropFirst(2))
     let devices = arguments.count > 0 ? Int(arguments[0]) ?? 5000 : 5000
     let poll = arguments.count > 1 ? Double(arguments[1]) ?? 0.05 : 0.05
     let seconds = arguments.count > 2 ? Int(arguments[2]) ?? 60 : 60
-    let brokerSettings = ["nodelay": "set_tcp_nodelay true", "installed": "set_tcp_nodelay true\nmax_queued_messages 10000"]
-    let broker = try await MosquittoBroker.started(extraConfiguration: arguments.count > 3 ? brokerSettings[arguments[3]] ?? "" : "")
+    let broker = try await MosquittoBroker.started(extraConfiguration: arguments.count > 3 ? BrokerSettings.byName[arguments[3]] ?? "" : "")
     let result = try await OverloadBench.run(broker: broker, devices: devices, pollInterval: poll, duration: .seconds(seconds), commandsPerSecond: 10)
     line("offered_updates", String(format: "%.0f /s (%d devices every %.3f s)", result.offeredPerSecond, devices + 6, poll))
     line("published_states", String(format: "%.0f /s", result.publishedPerSecond))
@@ -186,7 +194,7 @@ if mode == "coldstart" || mode == "all" {
     await broker.stop()
     // Against Debian's default mosquitto, then with `set_tcp_nodelay true` (deploy/mosquitto and install.sh set it): the
     // default broker holds its PUBACKs behind Nagle's algorithm, which paces the ~3,500 QoS 1 start-up messages.
-    for (suffix, brokerConfiguration) in [("", ""), ("_nodelay", "set_tcp_nodelay true")] {
+    for (suffix, brokerConfiguration) in [("", ""), ("_nodelay", BrokerSettings.nodelay)] {
         var results: [ColdStartBench.Result] = []
         for _ in 0..<runs {
             results.append(try await ColdStartBench.run(database: database, devices: 1000, directory: directory, brokerConfiguration: brokerConfiguration))

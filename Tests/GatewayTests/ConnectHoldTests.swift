@@ -114,7 +114,7 @@ import Testing
         #expect(inner.messages.map(\.topic) == ["lbs/device/a", "lbs/device/gone", "lbs/bridge/event", "lbs/bridge/state"])
         gate.open()
         gate.publish("lbs/device/a/availability", #"{"state":"online"}"#, qos: 1, retain: true, correlationData: nil)
-        #expect(inner.messages.last?.topic == "lbs/device/a/availability" && gate.isOpen && gate.loopsBack)
+        #expect(inner.messages.last?.topic == "lbs/device/a/availability" && gate.loopsBack)
     }
 }
 

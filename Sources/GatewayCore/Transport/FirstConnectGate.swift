@@ -23,8 +23,6 @@ package final class FirstConnectGate: MessageTransport {
         closed.store(false, ordering: .relaxed)
     }
 
-    package var isOpen: Bool { !closed.load(ordering: .relaxed) }
-
     package func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?) {
         if retain, !payload.isEmpty, closed.load(ordering: .relaxed), !isDeviceState(topic) { return }
         inner.publish(topic, payload, qos: qos, retain: retain, correlationData: correlationData)
