@@ -73,6 +73,8 @@ import VendorKit
         let ids = items.compactMap { $0["id"]?.string }
         #expect(ids.count == h.vendor.devices.count && ids.count > 500)
         #expect(ids == ids.sorted())
+        // The demo's first states reach the controller on tasks of their own: wait for the checked ones to be out.
+        for id in ids.prefix(5) + ids.suffix(5) { _ = await t.wait(for: "lbs/device/\(id)", timeout: .seconds(10)) }
         let topics = t.messages.map(\.topic)
         for id in ids.prefix(5) + ids.suffix(5) {
             let discovery = try #require(topics.firstIndex(of: "homeassistant/device/lbs_\(id)/config"), "discovery of \(id)")
