@@ -169,7 +169,16 @@ enum GatewayBench {
             let connections = client.connectionEvents
             let inbound = client.messages
             let tasks: [Task<Void, Never>] = [
-                Task { for await event in connections { if case .connected = event { await controller.connected() } } },
+                Task {
+                    for await event in connections {
+                        switch event {
+                        case .connected: await controller.connected()
+                        // A healthy bench never loses its broker: say so when it does, it explains lost round trips.
+                        case .disconnected(let error): FileHandle.standardError.write(Data("gateway disconnected: \(error)\n".utf8))
+                        default: break
+                        }
+                    }
+                },
                 Task {
                     for await message in inbound {
                         await controller.handle(InboundMessage(topic: message.topic, payload: message.payload, retain: message.retain,
@@ -226,25 +235,55 @@ enum GatewayBench {
         let client = try MQTTClient(configuration: configuration)
         let (seen, continuation) = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .unbounded)
         let messages = client.messages
-        let forward = Task { for await message in messages { continuation.yield(message.payload) } }
+        // The gateway's events, to say why a round trip was lost.
+        let events = Mutex<[String]>([])
+        let forward = Task {
+            for await message in messages {
+                if message.topic == "lbs/device/demo_light" { continuation.yield(message.payload) }
+                else { events.withLock { $0 = Array($0.suffix(4)) + ["\(message.topic) \(String(decoding: message.payload, as: UTF8.self))"] } }
+            }
+        }
         client.start()
         try await waitUntil("latency client connected", timeout: .seconds(10)) { client.isConnected }
-        try await client.subscribeAndWait(["lbs/device/demo_light"], qos: qos, timeout: .seconds(5))
+        try await client.subscribeAndWait(["lbs/device/demo_light", "lbs/bridge/event", "lbs/device/demo_light/+"], qos: qos, timeout: .seconds(5))
         var iterator = seen.makeAsyncIterator()
         // Skip the retained snapshot.
         _ = await iterator.next()
         var samples: [Double] = []
         samples.reserveCapacity(iterations)
+        // A round trip that never completes must not hang the bench: after 5 s a watchdog wakes the wait with an
+        // empty payload and the round trip is reported as lost.
+        let started = Mutex<ContinuousClock.Instant?>(nil)
+        let watchdog = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                if let since = started.withLock({ $0 }), ContinuousClock.now - since > .seconds(5) { continuation.yield([]) }
+            }
+        }
+        var lost = 0
         for index in 0..<iterations {
             let brightness = index % 2 == 0 ? 10 + index % 80 : 90 - index % 80
             let needle = Array("\"brightness\":\(brightness),".utf8)
             let start = ContinuousClock.now
+            started.withLock { $0 = start }
             client.publish("lbs/device/demo_light/set", Array("{\"brightness\":\(brightness)}".utf8), qos: qos)
+            var last: [UInt8] = []
             while let payload = await iterator.next() {
-                if payload.firstRange(of: needle) != nil { break }
+                if payload.isEmpty {
+                    lost += 1
+                    FileHandle.standardError.write(Data("round trip \(index) (brightness \(brightness)) lost; last state: \(String(decoding: last, as: UTF8.self)); last events: \(events.withLock { $0 })\n".utf8))
+                    break
+                }
+                last = payload
+                if payload.firstRange(of: needle) != nil {
+                    samples.append((ContinuousClock.now - start).inSeconds * 1000)
+                    break
+                }
             }
-            samples.append((ContinuousClock.now - start).inSeconds * 1000)
+            started.withLock { $0 = nil }
         }
+        watchdog.cancel()
+        if lost > 0 { FileHandle.standardError.write(Data("\(lost) of \(iterations) round trips lost\n".utf8)) }
         forward.cancel()
         await client.shutdown()
         await gateway.stop()

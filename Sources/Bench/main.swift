@@ -63,16 +63,18 @@ if mode == "publish" {
 }
 
 // `/set` round trips only, QoS 0 and QoS 1.
+//   lbs-bench latency [round_trips]   (default 500 per broker and QoS)
 if mode == "latency" {
+    let roundTrips = max(1, CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 500)
     // Also against a broker with `set_tcp_nodelay true`: mosquitto's own Nagle otherwise holds the state PUBLISH
     // behind its PUBACK to a client that publishes and subscribes on one connection (the bench client).
     for brokerConfig in ["", BrokerSettings.nodelay] {
         let broker = try await MosquittoBroker.started(extraConfiguration: brokerConfig)
         for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
-            let samples = try await GatewayBench.setLatency(broker: broker, extraDevices: 1000, iterations: 500, qos: qos)
+            let samples = try await GatewayBench.setLatency(broker: broker, extraDevices: 1000, iterations: roundTrips, qos: qos)
             line("set_to_state_qos\(qos.rawValue)\(brokerConfig.isEmpty ? "" : " (broker: \(brokerConfig))")",
-                 String(format: "p50 %.3f ms, p99 %.3f ms (500 round trips)",
-                        GatewayBench.percentile(samples, 0.5), GatewayBench.percentile(samples, 0.99)))
+                 String(format: "p50 %.3f ms, p99 %.3f ms (%d of %d round trips)",
+                        GatewayBench.percentile(samples, 0.5), GatewayBench.percentile(samples, 0.99), samples.count, roundTrips))
         }
         await broker.stop()
     }

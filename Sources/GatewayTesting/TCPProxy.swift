@@ -47,6 +47,12 @@ public final class TCPProxy: Sendable {
     /// every packet to a client whose queue is past `max_queued_messages`; everything else still flows.
     public func setDroppingAcknowledgements(_ dropping: Bool) { core.droppingAcknowledgements.store(dropping, ordering: .sequentiallyConsistent) }
 
+    /// Holds every PUBACK from the upstream this long before passing it on (a slow broker or link; 0: none).
+    public func setAcknowledgementDelay(_ delay: Duration) {
+        core.acknowledgementDelayMicroseconds.store(Int(delay.components.seconds) * 1_000_000 + Int(delay.components.attoseconds / 1_000_000_000_000),
+                                                    ordering: .sequentiallyConsistent)
+    }
+
     /// PUBACKs dropped so far.
     public var droppedAcknowledgements: Int { core.droppedAcknowledgements.load(ordering: .sequentiallyConsistent) }
 
@@ -59,6 +65,7 @@ private final class ProxyCore: Sendable {
     let upstreamPort: Int
     let droppingAcknowledgements = Atomic<Bool>(false)
     let droppedAcknowledgements = Atomic<Int>(0)
+    let acknowledgementDelayMicroseconds = Atomic<Int>(0)
     private let state = Mutex(State())
 
     private struct State {
@@ -126,7 +133,11 @@ private final class ProxyCore: Sendable {
 
     /// Whether one whole MQTT packet from the upstream goes on to the client.
     private func keep(_ packet: ArraySlice<UInt8>) -> Bool {
-        guard droppingAcknowledgements.load(ordering: .sequentiallyConsistent), packet.first.map({ $0 >> 4 }) == 4 else { return true }
+        guard packet.first.map({ $0 >> 4 }) == 4 else { return true }
+        // This pump's own thread: holding it holds everything behind the PUBACK too, as a slow link would.
+        let delay = acknowledgementDelayMicroseconds.load(ordering: .sequentiallyConsistent)
+        if delay > 0 { usleep(UInt32(delay)) }
+        guard droppingAcknowledgements.load(ordering: .sequentiallyConsistent) else { return true }
         droppedAcknowledgements.add(1, ordering: .sequentiallyConsistent)
         return false
     }

@@ -29,8 +29,8 @@ final class CallbackBox: Sendable {
     /// Publishes handed to libmosquitto and not yet written (QoS 0) or acknowledged (QoS 1/2): libmosquitto
     /// calls the publish callback for QoS 0 once the packet is written to the socket, for QoS 1 on PUBACK.
     let outgoing = Atomic<Int>(0)
-    /// QoS 1/2 messages handed to libmosquitto and not yet acknowledged, and when the last acknowledgement came:
-    /// the network thread's sign that the broker still acknowledges (see `acknowledgementTimeout`).
+    /// QoS 1/2 messages handed to libmosquitto and not yet acknowledged, and since when the broker owes an
+    /// acknowledgement: the network thread's sign that the broker still acknowledges (see `acknowledgementTimeout`).
     let inFlight = Mutex(InFlight())
 
     struct InFlight {
@@ -38,17 +38,25 @@ final class CallbackBox: Sendable {
         var awaitingWrite: Set<Int32> = []
         /// Completed before their hand-over was noted (the network thread can be that fast).
         var completedEarly: Set<Int32> = []
-        var lastAcknowledged = ContinuousClock.now
+        /// The last acknowledgement, or the hand-over of a message when none was waiting: a stall is a message
+        /// waiting that long with no acknowledgement meanwhile, not a quiet time before a message is published.
+        var waitingSince = ContinuousClock.now
     }
 
     /// A publish libmosquitto took, with the message id it gave it.
     func noteHandedOver(mid: Int32, qos: MQTTQoS) {
         inFlight.withLock { table in
             if table.completedEarly.remove(mid) != nil {
-                if qos != .atMostOnce { table.lastAcknowledged = .now }
+                if qos != .atMostOnce { table.waitingSince = .now }
                 return
             }
-            if qos == .atMostOnce { table.awaitingWrite.insert(mid) } else { table.awaitingAck.insert(mid) }
+            if qos == .atMostOnce {
+                table.awaitingWrite.insert(mid)
+            } else {
+                // Nothing was owed until now: the clock starts with this message, not with the last acknowledgement.
+                if table.awaitingAck.isEmpty { table.waitingSince = .now }
+                table.awaitingAck.insert(mid)
+            }
         }
     }
 
@@ -56,7 +64,7 @@ final class CallbackBox: Sendable {
     func noteCompleted(mid: Int32) {
         inFlight.withLock { table in
             if table.awaitingAck.remove(mid) != nil {
-                table.lastAcknowledged = .now
+                table.waitingSince = .now
             } else if table.awaitingWrite.remove(mid) == nil {
                 table.completedEarly.insert(mid)
             }
@@ -134,7 +142,7 @@ final class CallbackBox: Sendable {
             table.awaitingAck.removeAll()
             table.awaitingWrite.removeAll()
             table.completedEarly.removeAll()
-            table.lastAcknowledged = .now
+            table.waitingSince = .now
         }
         if reason == 0 {
             // `.connected` follows once the network thread has flushed the offline queue.

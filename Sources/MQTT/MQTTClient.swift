@@ -423,9 +423,9 @@ final class ClientCore: Sendable {
                         box.announceConnected()
                         established = true
                     }
-                    let (waiting, lastAcknowledged) = box.inFlight.withLock { ($0.awaitingAck.count, $0.lastAcknowledged) }
+                    let (waiting, waitingSince) = box.inFlight.withLock { ($0.awaitingAck.count, $0.waitingSince) }
                     if established, stallDeadline == nil, waiting > 0,
-                       ContinuousClock.now - lastAcknowledged > configuration.acknowledgementTimeout {
+                       ContinuousClock.now - waitingSince > configuration.acknowledgementTimeout {
                         box.ownDisconnectReason.withLock {
                             $0 = "nothing acknowledged by the broker for \(configuration.acknowledgementTimeout.wholeSeconds) s with \(waiting) "
                                 + "message(s) waiting (a broker that drops packets to a client whose queue is full, e.g. mosquitto past "

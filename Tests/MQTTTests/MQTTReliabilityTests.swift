@@ -103,6 +103,31 @@ struct MQTTReliabilityTests {
         await observer.shutdown()
     }
 
+    /// The stall check counts from when a message began to wait, not from the last acknowledgement: after a quiet
+    /// spell longer than `acknowledgementTimeout`, a message whose PUBACK is merely slow (mosquitto's Nagle holds it
+    /// ~40 ms) is no stall. Before, such a message ended a healthy connection, and a `/set` sent meanwhile was lost.
+    @Test func aSlowAcknowledgementAfterAQuietSpellIsNoStall() async throws {
+        let broker = try await MosquittoBroker.started()
+        let proxy = try TCPProxy(upstreamPort: broker.port)
+        let gateway = try await TestMQTTClient.connect(to: proxy.url) { configuration in
+            configuration.reconnect = fastReconnect
+            configuration.acknowledgementTimeout = .seconds(2)
+        }
+        try await gateway.client.publishAndWait("quiet/first", "1", timeout: .seconds(5))
+        // Longer than the timeout without any QoS 1 message, then acknowledgements that take longer than the network
+        // thread's wait (500 ms), so it checks while one is owed, but well within the timeout.
+        try await quietPeriod(.milliseconds(2_300))
+        proxy.setAcknowledgementDelay(.milliseconds(1_200))
+        for index in 0 ..< 2 { try await gateway.client.publishAndWait("quiet/\(index)", "m", timeout: .seconds(5)) }
+        try await quietPeriod(.milliseconds(200))
+        let ended = gateway.connectionEvents.compactMap { event -> String? in
+            if case .disconnected(let error) = event { return error.message } else { return nil }
+        }
+        #expect(ended.isEmpty, "\(ended)")
+        await gateway.shutdown()
+        proxy.close()
+    }
+
     @Test func reconnectsAfterTheBrokerIsKilledAndRestartedOnTheSamePort() async throws {
         let broker = try await MosquittoBroker.started()
         let port = broker.port
