@@ -99,7 +99,7 @@ extension GatewayHub {
     package func makeCommand(for device: Device, changes: [String: StateValue], receivedAt: Date? = nil) -> DeviceCommand {
         let issued = receivedAt ?? now()
         return DeviceCommand(
-            id: UUID().uuidString.lowercased(), device: device.id, vendorID: device.vendorID, vendorDeviceID: device.vendorDeviceID,
+            id: UUID.randomText(), device: device.id, vendorID: device.vendorID, vendorDeviceID: device.vendorDeviceID,
             changes: changes, issuedAt: issued, expiresAt: issued.addingTimeInterval(config.commands.ttl(for: device.type))
         )
     }

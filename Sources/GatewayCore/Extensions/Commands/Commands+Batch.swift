@@ -30,7 +30,7 @@ extension Commands {
 
     /// Registers a group before its items enter the outbox; returns its key.
     package func openBatchGroup(vendorID: String, expected: Int) -> String {
-        let key = UUID().uuidString
+        let key = UUID.random().uuidString
         batchGroups[key] = BatchGroup(vendorID: vendorID, expected: expected)
         return key
     }

@@ -13,7 +13,7 @@ extension Commands {
         }
         var jobs: [(index: Int, job: CommandJob)] = []
         var results: [Int: JSON] = [:]
-        let requestTag = UUID().uuidString
+        let requestTag = UUID.random().uuidString
         for (index, item) in items.enumerated() {
             guard case .string(let rawID)? = item["device"], case .object(let set)? = item["set"] else {
                 results[index] = itemResult(nil, .invalidPayload("each item needs \"device\" and a \"set\" object"))

@@ -171,7 +171,7 @@ package final class Commands: GatewayExtension {
 
     /// Waits until the vendor's health improves, at most `limit` (the retry backoff or the command's deadline).
     package func waitForVendor(_ vendorID: String, atMost limit: Duration) async {
-        let key = UUID()
+        let key = UUID.random()
         let clock = hub.clock
         // The timer is a tracked task: shutdown cancels it, which ends this wait too.
         await withCheckedContinuation { continuation in
