@@ -60,23 +60,27 @@ extension CacheStore {
                         sending ? OutboxState.sending.rawValue : OutboxState.pending.rawValue, sending ? 1 : 0, entry.createdAt,
                     ])
                 case .transition(let id, let target, let error, let result):
-                    guard let current = try String.fetchOne(db, sql: "SELECT state FROM outbox WHERE id = ?", arguments: [id]),
+                    // Cached statements: every command's commit carries marks, and preparing them anew each time
+                    // was a fifth of the commit's CPU.
+                    let select = try db.cachedStatement(sql: "SELECT state FROM outbox WHERE id = ?")
+                    guard let current = try String.fetchOne(select, arguments: [id]),
                           let state = OutboxState(rawValue: current), Self.allowedSources(of: target).contains(state) else {
                         skipped.append(id)
                         continue
                     }
-                    try db.execute(
-                        sql: """
-                            UPDATE outbox SET state = ?, attempts = attempts + ?, updated_at = ?,
-                                last_error = coalesce(?, last_error), result_json = coalesce(?, result_json)
-                            WHERE id = ?
-                            """,
+                    try db.cachedStatement(sql: Self.transitionSQL).execute(
                         arguments: [target.rawValue, target == .sending ? 1 : 0, now, error, result, id])
                 }
             }
             return skipped
         }
     }
+
+    private static let transitionSQL = """
+        UPDATE outbox SET state = ?, attempts = attempts + ?, updated_at = ?,
+            last_error = coalesce(?, last_error), result_json = coalesce(?, result_json)
+        WHERE id = ?
+        """
 
     /// The states a row may be in to move to `target` (the same rules as the single-step marks below).
     static func allowedSources(of target: OutboxState) -> Set<OutboxState> {
@@ -173,12 +177,7 @@ extension CacheStore {
             guard let state = OutboxState(rawValue: current), allowed.contains(state) else {
                 throw CacheError(.invalidTransition, "outbox entry \(id) cannot go from \(current) to \(target.rawValue)")
             }
-            try db.execute(
-                sql: """
-                    UPDATE outbox SET state = ?, attempts = attempts + ?, updated_at = ?,
-                        last_error = coalesce(?, last_error), result_json = coalesce(?, result_json)
-                    WHERE id = ?
-                    """,
+            try db.cachedStatement(sql: Self.transitionSQL).execute(
                 arguments: [target.rawValue, countsAttempt ? 1 : 0, now, error, resultJSON, id])
         }
     }

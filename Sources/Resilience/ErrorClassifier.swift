@@ -65,7 +65,7 @@ public struct ErrorClassifier: Sendable {
     ///   - expectsJSON: a 2xx HTML page (a captive portal or error page served with 200) is then malformed.
     ///   - now: wall-clock time for `Retry-After` HTTP dates.
     public func classify(
-        status: Int, headers: [String: String] = [:], body: some Sequence<UInt8>, expectsJSON: Bool = true,
+        status: Int, headers: [String: String] = [:], body: some Collection<UInt8>, expectsJSON: Bool = true,
         now: Date = Date()
     ) -> GatewayError? {
         var error = classifyStatus(status: status, headers: headers, body: body, expectsJSON: expectsJSON, now: now)
@@ -85,15 +85,15 @@ public struct ErrorClassifier: Sendable {
     }
 
     private func classifyStatus(
-        status: Int, headers: [String: String], body: some Sequence<UInt8>, expectsJSON: Bool, now: Date
+        status: Int, headers: [String: String], body: some Collection<UInt8>, expectsJSON: Bool, now: Date
     ) -> GatewayError? {
-        let head = Array(body.prefix(4096))
-        // Most answers are fine: they return before the error's parts are made (redacting and sanitizing 4 KB of
-        // every poll's and command's answer cost more than a tenth of a command's time in the gateway).
+        // Most answers are fine: they return before the error's parts are made (copying, redacting and sanitizing
+        // 4 KB of every poll's and command's answer cost more than a tenth of a command's time in the gateway).
         switch status {
-        case 200..<300 where !expectsJSON || !Self.looksLikeHTML(head), 304: return nil
+        case 200..<300 where !expectsJSON || !Self.looksLikeHTML(body), 304: return nil
         default: break
         }
+        let head = Array(body.prefix(4096))
         let retryAfter = retryAfter(headers: headers, now: now)
         let snippet = Self.sanitizedSnippet(Array(redactor.redact(String(decoding: head, as: UTF8.self)).utf8), maxLength: settings.snippetLength)
         let quoted = snippet.isEmpty ? "" : ": \(snippet)"
