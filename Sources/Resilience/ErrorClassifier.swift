@@ -260,11 +260,25 @@ public struct ErrorClassifier: Sendable {
 
     /// True when the body starts (after whitespace and a BOM) like an HTML page or XML document.
     public static func looksLikeHTML(_ body: some Sequence<UInt8>) -> Bool {
-        var bytes = Array(body.prefix(64))[...]
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
-        bytes = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
-        // JSON never starts with '<'; a page may start with <!DOCTYPE, <html, <?xml or a bare <h1>.
-        return bytes.first == UInt8(ascii: "<")
+        // Every answer passes here: read its first bytes in place, nothing copied.
+        let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
+        var position = 0
+        var markMatched = 0
+        for byte in body.prefix(64) {
+            defer { position += 1 }
+            if markMatched == position, markMatched < 3, byte == byteOrderMark[markMatched] {
+                markMatched += 1
+                continue
+            }
+            // A partial mark: the answer starts with 0xEF, which no page starts with.
+            if markMatched > 0, markMatched < 3 { return false }
+            switch byte {
+            case 0x20, 0x09, 0x0A, 0x0D: continue
+            // JSON never starts with '<'; a page may start with <!DOCTYPE, <html, <?xml or a bare <h1>.
+            default: return byte == UInt8(ascii: "<")
+            }
+        }
+        return false
     }
 
     /// A short, readable, secret-scrubbed excerpt of a body for messages: tags stripped, entities decoded,

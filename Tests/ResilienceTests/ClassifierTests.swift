@@ -5,6 +5,24 @@ import Testing
 
 @Suite("ErrorClassifier")
 struct ClassifierTests {
+    /// The 2xx HTML check every answer passes: a byte order mark and leading whitespace are skipped, anything else
+    /// decides at its first byte, and only the first 64 bytes are read.
+    @Test(arguments: [
+        ("<!DOCTYPE html><html>", true), ("  \r\n\t<html>", true), ("\u{FEFF}<html>", true), ("\u{FEFF} \n<h1>", true),
+        ("{\"a\":1}", false), ("[1]", false), ("", false), ("   ", false), (" \u{FEFF}<html>", false),
+        (String(repeating: " ", count: 64) + "<html>", false), (String(repeating: " ", count: 63) + "<html>", true),
+    ])
+    func htmlIsToldByItsFirstByte(body: String, isHTML: Bool) {
+        #expect(ErrorClassifier.looksLikeHTML(Array(body.utf8)) == isHTML)
+        #expect(ErrorClassifier.looksLikeHTML(Data(body.utf8)) == isHTML)
+    }
+
+    @Test func aPartialByteOrderMarkIsNoPage() {
+        #expect(!ErrorClassifier.looksLikeHTML([0xEF, 0xBB, UInt8(ascii: "<")]))
+        #expect(!ErrorClassifier.looksLikeHTML([0xEF, UInt8(ascii: "<")]))
+        #expect(!ErrorClassifier.looksLikeHTML([0xEF, 0xBB, 0xBF, 0xEF, UInt8(ascii: "<")]))
+    }
+
     let classifier = ErrorClassifier(vendor: "solar")
     let now = Date(timeIntervalSince1970: 784_111_777) // Sun, 06 Nov 1994 08:49:37 GMT
 
