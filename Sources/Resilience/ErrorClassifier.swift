@@ -258,15 +258,16 @@ public struct ErrorClassifier: Sendable {
 
     // MARK: Body inspection
 
+    private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
+
     /// True when the body starts (after whitespace and a BOM) like an HTML page or XML document.
     public static func looksLikeHTML(_ body: some Sequence<UInt8>) -> Bool {
         // Every answer passes here: read its first bytes in place, nothing copied.
-        let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
         var position = 0
         var markMatched = 0
         for byte in body.prefix(64) {
             defer { position += 1 }
-            if markMatched == position, markMatched < 3, byte == byteOrderMark[markMatched] {
+            if markMatched == position, markMatched < 3, byte == Self.byteOrderMark[markMatched] {
                 markMatched += 1
                 continue
             }
