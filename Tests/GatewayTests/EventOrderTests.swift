@@ -54,7 +54,7 @@ import VendorKit
         transport.clear()
         await controller.connected()
         // The home views follow once the retained energy/home of an earlier run was read back.
-        _ = await transport.wait(for: "lbs/energy/home", timeout: .seconds(5))
+        _ = await transport.wait(for: "lbs/energy/home")
         let messages = transport.messages
         let online = index(messages, "bridge/state") { $0 == "lbs/bridge/state" }
         let info = index(messages, "bridge/info") { $0 == "lbs/bridge/info" }

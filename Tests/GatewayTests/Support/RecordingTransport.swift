@@ -55,8 +55,10 @@ final class RecordingTransport: MessageTransport {
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 
-    /// Polls until a message on `topic` satisfies `predicate` (commands run on their own task).
-    func wait(for topic: String, timeout: Duration = .seconds(2), where predicate: (Published) -> Bool = { _ in true }) async -> Published? {
+    /// Polls until a message on `topic` satisfies `predicate` (commands run on their own task). Returns as soon as
+    /// it is there; the bound only matters when it never comes, so it is wide: at the start of a parallel run on two
+    /// cores the whole pool can stall for seconds, and a 500 ms grace timer then fires late.
+    func wait(for topic: String, timeout: Duration = .seconds(20), where predicate: (Published) -> Bool = { _ in true }) async -> Published? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let hit = messages.last(where: { $0.topic == topic && predicate($0) }) { return hit }
