@@ -1,3 +1,4 @@
+import GatewayModel
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -49,8 +50,7 @@ public final class TCPProxy: Sendable {
 
     /// Holds every PUBACK from the upstream this long before passing it on (a slow broker or link; 0: none).
     public func setAcknowledgementDelay(_ delay: Duration) {
-        core.acknowledgementDelayMicroseconds.store(Int(delay.components.seconds) * 1_000_000 + Int(delay.components.attoseconds / 1_000_000_000_000),
-                                                    ordering: .sequentiallyConsistent)
+        core.acknowledgementDelayMicroseconds.store(Int(delay.inSeconds * 1_000_000), ordering: .sequentiallyConsistent)
     }
 
     /// PUBACKs dropped so far.
