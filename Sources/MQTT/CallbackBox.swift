@@ -34,20 +34,51 @@ final class CallbackBox: Sendable {
     let inFlight = Mutex(InFlight())
 
     struct InFlight {
-        var awaitingAck: Set<Int32> = []
+        /// QoS 1/2 messages awaiting their acknowledgement: mid → their place in the order of hand-overs.
+        var awaitingAck: [Int32: UInt64] = [:]
         var awaitingWrite: Set<Int32> = []
         /// Completed before their hand-over was noted (the network thread can be that fast).
         var completedEarly: Set<Int32> = []
         /// The last acknowledgement, or the hand-over of a message when none was waiting: a stall is a message
         /// waiting that long with no acknowledgement meanwhile, not a quiet time before a message is published.
         var waitingSince = ContinuousClock.now
+        /// QoS 1/2 messages handed over on this client so far, and how many of the first of them were all
+        /// acknowledged (`MQTTClient.acknowledgementMarks`).
+        var handedOver: UInt64 = 0
+        var acknowledgedThrough: UInt64 = 0
+        /// Acknowledged ahead of an earlier one still waiting (a broker may acknowledge out of order).
+        var acknowledgedAhead: Set<UInt64> = []
+
+        mutating func acknowledge(_ place: UInt64) {
+            guard place == acknowledgedThrough + 1 else {
+                acknowledgedAhead.insert(place)
+                return
+            }
+            acknowledgedThrough = place
+            while acknowledgedAhead.remove(acknowledgedThrough + 1) != nil { acknowledgedThrough += 1 }
+        }
+
+        /// A new connection: what the last one left unacknowledged is sent again by libmosquitto (or let go) and
+        /// no longer counted; the publishers republish everything after a connect anyway.
+        mutating func restart() {
+            awaitingAck.removeAll()
+            awaitingWrite.removeAll()
+            completedEarly.removeAll()
+            acknowledgedAhead.removeAll()
+            acknowledgedThrough = handedOver
+            waitingSince = .now
+        }
     }
 
     /// A publish libmosquitto took, with the message id it gave it.
     func noteHandedOver(mid: Int32, qos: MQTTQoS) {
         inFlight.withLock { table in
+            if qos != .atMostOnce { table.handedOver += 1 }
             if table.completedEarly.remove(mid) != nil {
-                if qos != .atMostOnce { table.waitingSince = .now }
+                if qos != .atMostOnce {
+                    table.waitingSince = .now
+                    table.acknowledge(table.handedOver)
+                }
                 return
             }
             if qos == .atMostOnce {
@@ -55,7 +86,7 @@ final class CallbackBox: Sendable {
             } else {
                 // Nothing was owed until now: the clock starts with this message, not with the last acknowledgement.
                 if table.awaitingAck.isEmpty { table.waitingSince = .now }
-                table.awaitingAck.insert(mid)
+                table.awaitingAck[mid] = table.handedOver
             }
         }
     }
@@ -63,8 +94,9 @@ final class CallbackBox: Sendable {
     /// The publish callback: QoS 0 written, QoS 1 acknowledged.
     func noteCompleted(mid: Int32) {
         inFlight.withLock { table in
-            if table.awaitingAck.remove(mid) != nil {
+            if let place = table.awaitingAck.removeValue(forKey: mid) {
                 table.waitingSince = .now
+                table.acknowledge(place)
             } else if table.awaitingWrite.remove(mid) == nil {
                 table.completedEarly.insert(mid)
             }
@@ -138,12 +170,7 @@ final class CallbackBox: Sendable {
         outgoing.store(0, ordering: .relaxed)
         // The stall check starts anew with each connection: what libmosquitto sends again (or let go without a
         // callback) is not waited for; a connection that acknowledges nothing shows in the messages published on it.
-        inFlight.withLock { table in
-            table.awaitingAck.removeAll()
-            table.awaitingWrite.removeAll()
-            table.completedEarly.removeAll()
-            table.waitingSince = .now
-        }
+        inFlight.withLock { $0.restart() }
         if reason == 0 {
             // `.connected` follows once the network thread has flushed the offline queue.
             connackReceived.store(true, ordering: .sequentiallyConsistent)

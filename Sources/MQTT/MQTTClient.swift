@@ -86,6 +86,14 @@ public final class MQTTClient: Sendable {
     /// while this is high, and commands' replies do not queue behind them.
     public var outgoingBacklog: Int { max(0, core.box.outgoing.load(ordering: .relaxed)) }
 
+    /// QoS 1/2 publishes handed to libmosquitto so far (`handedOver`), and how many of the first of them the broker
+    /// has all acknowledged. A publish can only overtake an earlier one while that one is unacknowledged: QoS 0
+    /// goes to the socket at once, QoS 1 waits its turn in the in-flight window. A publisher notes `handedOver`
+    /// after a QoS 1 publish; once `acknowledged` reached it, the broker has that message and all before it.
+    public var acknowledgementMarks: (handedOver: UInt64, acknowledged: UInt64) {
+        core.box.inFlight.withLock { ($0.handedOver, $0.acknowledgedThrough) }
+    }
+
     /// Publishes without waiting; safe from any thread. While not connected, retained messages and QoS 1/2
     /// wait in the offline queue and go out after CONNACK (`.queued`: do not publish it again); non-retained
     /// QoS 0 is dropped (`.droppedNotConnected`).

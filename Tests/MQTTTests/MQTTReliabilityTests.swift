@@ -128,6 +128,26 @@ struct MQTTReliabilityTests {
         proxy.close()
     }
 
+    /// The state publisher's ordering rests on these marks: a QoS 1 message counts as acknowledged only after its PUBACK,
+    /// and only when every QoS 1 message before it was acknowledged too.
+    @Test func acknowledgementMarksFollowThePUBACKs() async throws {
+        let broker = try await MosquittoBroker.started()
+        let proxy = try TCPProxy(upstreamPort: broker.port)
+        let gateway = try await TestMQTTClient.connect(to: proxy.url)
+        let start = gateway.client.acknowledgementMarks
+        #expect(start.handedOver == start.acknowledged)
+        proxy.setAcknowledgementDelay(.milliseconds(800))
+        gateway.client.publish("marks/a", "1", qos: .atLeastOnce)
+        gateway.client.publish("marks/b", "2", qos: .atMostOnce)
+        gateway.client.publish("marks/c", "3", qos: .atLeastOnce)
+        let sent = gateway.client.acknowledgementMarks
+        #expect(sent.handedOver == start.handedOver + 2, "QoS 0 is not counted")
+        #expect(sent.acknowledged == start.acknowledged, "nothing is acknowledged before its PUBACK")
+        try await waitUntil("both acknowledged", timeout: .seconds(10)) { gateway.client.acknowledgementMarks.acknowledged == sent.handedOver }
+        await gateway.shutdown()
+        proxy.close()
+    }
+
     @Test func reconnectsAfterTheBrokerIsKilledAndRestartedOnTheSamePort() async throws {
         let broker = try await MosquittoBroker.started()
         let port = broker.port

@@ -46,6 +46,7 @@ package final class FirstConnectGate: MessageTransport {
     package func unsubscribe(_ filters: [String]) { inner.unsubscribe(filters) }
     package var stats: TransportStats { inner.stats }
     package var outgoingBacklog: Int { inner.outgoingBacklog }
+    package var acknowledgementMarks: (handedOver: UInt64, acknowledged: UInt64) { inner.acknowledgementMarks }
     package var isConnected: Bool { inner.isConnected }
     package var loopsBack: Bool { inner.loopsBack }
 }

@@ -52,6 +52,8 @@ public struct MQTTTransport: MessageTransport {
 
     public var outgoingBacklog: Int { client.outgoingBacklog }
 
+    public var acknowledgementMarks: (handedOver: UInt64, acknowledged: UInt64) { client.acknowledgementMarks }
+
     public var isConnected: Bool { client.isConnected }
 
     public var loopsBack: Bool { true }

@@ -34,6 +34,10 @@ public protocol MessageTransport: Sendable {
     /// Messages handed to the connection and not yet written to the socket. Telemetry holds back
     /// (coalescing per device) while this is high, so commands and replies never queue behind it.
     var outgoingBacklog: Int { get }
+    /// QoS 1 messages handed to the connection so far, counted, and how many of the first of them the broker has all
+    /// acknowledged (`MQTTClient.acknowledgementMarks`). A message can only overtake an earlier one while that one
+    /// is unacknowledged: QoS 0 goes out at once, QoS 1 waits its turn in the in-flight window.
+    var acknowledgementMarks: (handedOver: UInt64, acknowledged: UInt64) { get }
     /// True between CONNACK (after the offline queue went out) and the connection's loss.
     var isConnected: Bool { get }
     /// A message published on a topic the connection subscribes to comes back to it (a broker does; a recording
@@ -63,6 +67,8 @@ extension MessageTransport {
     }
     public var stats: TransportStats { TransportStats() }
     public var outgoingBacklog: Int { 0 }
+    /// Without acknowledgements, nothing a transport took can be overtaken.
+    public var acknowledgementMarks: (handedOver: UInt64, acknowledged: UInt64) { (0, 0) }
     public var isConnected: Bool { true }
     public var loopsBack: Bool { false }
 

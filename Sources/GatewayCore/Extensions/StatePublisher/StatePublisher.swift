@@ -7,9 +7,9 @@ import GatewayModel
 ///
 /// A state never overtakes what was published before it. The MQTT client sends QoS 0 at once but holds QoS 1
 /// behind its in-flight window, so in a burst a QoS 0 state would reach the broker before the device's
-/// discovery, availability and `bridge/devices` (all QoS 1). A state therefore goes at QoS 1 while the
-/// connection has anything waiting, and always when the device was announced (or its availability or
-/// description changed) since its last state, so a QoS 1 subscriber gets it behind those too. While the
+/// discovery, availability and `bridge/devices` (all QoS 1). A state therefore goes at QoS 1 when the device
+/// was announced (or its availability or description changed) since its last state, so a QoS 1 subscriber gets
+/// it behind those too, and while the device's last QoS 1 state is not yet acknowledged by the broker. While the
 /// connection is down, vendor states are not queued: the connect's republish sends them, in order.
 @GatewayActor
 package final class StatePublisher: GatewayExtension {
@@ -30,6 +30,11 @@ package final class StatePublisher: GatewayExtension {
     /// announcement (discovery, availability, `bridge/devices`) and must go at QoS 1. A key's first value
     /// brings its discovery again, so a state with more keys counts as following one too.
     private var keysPublished: [DeviceID: Int] = [:]
+    /// Per device whose last state went at QoS 1: the connection's count of QoS 1 hand-overs right after it. Until
+    /// the broker acknowledged that many, the device's next state goes at QoS 1 too, so it cannot overtake it (or
+    /// what went before it). A burst of states therefore goes at QoS 0 once each device's announcements are
+    /// acknowledged, instead of at QoS 1 as long as anything at all waits in the connection.
+    private var unacknowledgedMark: [DeviceID: UInt64] = [:]
     /// Devices restored from the cache with counters, held back at the first connect until the broker's retained
     /// copy of their state was read (`floorRestoredCounters`): the cache may be older than the broker.
     private var awaitingFloor: Set<DeviceID> = []
@@ -68,6 +73,7 @@ package final class StatePublisher: GatewayExtension {
             awaitingFloor.remove(device.id)
             hot[device.id] = nil
             keysPublished[device.id] = nil
+            unacknowledgedMark[device.id] = nil
             heldBack.remove(device.id)
             hub.transport.publish(hub.topics.device(device.id), "", qos: 1, retain: true)
             hub.transport.publish(hub.topics.availability(device.id), "", qos: 1, retain: true)
@@ -199,12 +205,15 @@ package final class StatePublisher: GatewayExtension {
                 lastSeenText = text
             }
         }
-        // QoS 1 joins the client's queue behind every QoS 1 message before it; QoS 0 only when nothing waits.
+        // QoS 1 joins the client's queue behind every QoS 1 message before it; QoS 0 goes out at once, so only once
+        // the device's announcements and its own last QoS 1 state were acknowledged.
         let announced = keysPublished[id].map { state.values.count > $0 } ?? true
-        let qos = announced || hub.transport.outgoingBacklog > 0 ? 1 : 0
+        let behindUnacknowledged = unacknowledgedMark[id].map { $0 > hub.transport.acknowledgementMarks.acknowledged } ?? false
+        let qos = announced || behindUnacknowledged ? 1 : 0
         keysPublished[id] = state.values.count
         hub.transport.publish(info.topic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
                               qos: qos, retain: hub.config.mqtt.retainState)
+        unacknowledgedMark[id] = qos == 1 ? hub.transport.acknowledgementMarks.handedOver : nil
         statesPublished += 1
     }
 
