@@ -41,6 +41,27 @@ import VendorSimulators
         #expect(high.severity == .critical)
     }
 
+    /// The rules skip building alert ids for devices without an active alert: an alert restored from the cache, and
+    /// the second of two alerts of one device, must still be found and cleared.
+    @Test func restoredAlertsAndASecondAlertOfTheSameDeviceStillClear() {
+        var rules = AlertRules(settings: AlertSettings())
+        let raised = rules.evaluate(Self.air, values: ["co2": .number(1200), "humidity": .number(20)], at: Self.t0)
+        #expect(Set(self.raised(raised)) == ["co2_high_air_office", "humidity_low_air_office"])
+        #expect(cleared(rules.evaluate(Self.air, values: ["co2": .number(900), "humidity": .number(20)], at: Self.t0 + 60)) == ["co2_high_air_office"])
+        #expect(cleared(rules.evaluate(Self.air, values: ["co2": .number(900), "humidity": .number(40)], at: Self.t0 + 120)) == ["humidity_low_air_office"])
+        #expect(rules.active.isEmpty)
+        // After a restart: the cache's alerts are active until a reading says otherwise, the leak's too.
+        let restored = raised.compactMap { if case .raised(let alert) = $0 { alert } else { nil } }
+        let leak = Alert(id: "water_leak_flume_main", rule: "water_leak", severity: .critical, device: Self.water.id, room: nil, key: "leak",
+                         value: 1, threshold: 1, since: Self.t0, message: "leak", suggestion: "")
+        var again = AlertRules(settings: AlertSettings(), active: restored + [leak])
+        #expect(again.evaluate(Self.air, values: ["co2": .number(1100), "humidity": .number(20)], at: Self.t0 + 180).isEmpty, "still the same alerts")
+        #expect(Set(cleared(again.evaluate(Self.air, values: ["co2": .number(800), "humidity": .number(45)], at: Self.t0 + 240)))
+                == ["co2_high_air_office", "humidity_low_air_office"])
+        #expect(cleared(again.evaluate(Self.water, values: ["water_flow": .number(0), "leak": .bool(false)], at: Self.t0 + 240)) == ["water_leak_flume_main"])
+        #expect(again.active.isEmpty)
+    }
+
     @Test func lowLimitsRoomOverridesAndOffSwitches() {
         var settings = AlertSettings()
         settings.rooms["office"] = ["co2": .init(above: 800), "pm25": .init()]

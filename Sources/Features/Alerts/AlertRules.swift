@@ -72,12 +72,21 @@ package enum AlertChange: Sendable, Equatable {
 package struct AlertRules: Sendable {
     package let settings: AlertSettings
     package private(set) var active: [String: Alert] = [:]
+    /// Devices with at least one active alert: for the others (nearly every update) no alert id is built.
+    private var alertingDevices: Set<DeviceID> = []
     /// Per device: since when water has been flowing above the leak limit.
     private var flowingSince: [DeviceID: Date] = [:]
 
     package init(settings: AlertSettings, active: [Alert] = []) {
         self.settings = settings
-        for alert in active { self.active[alert.id] = alert }
+        for alert in active {
+            self.active[alert.id] = alert
+            alertingDevices.insert(alert.device)
+        }
+    }
+
+    private func isActive(_ rule: String, _ device: DeviceID) -> Bool {
+        alertingDevices.contains(device) && active[Self.id(rule, device)] != nil
     }
 
     package static func id(_ rule: String, _ device: DeviceID) -> String { rule + "_" + device.rawValue }
@@ -97,33 +106,55 @@ package struct AlertRules: Sendable {
         guard settings.enabled else { return [] }
         var changes: [AlertChange] = []
         evaluateWater(device, values: values, at: at, into: &changes)
-        for key in values.keys.sorted() {
-            guard let reading = values[key]?.number, AlertSettings.limitsApply(to: device, key: key),
-                  let limit = settings.threshold(key, room: device.roomSlug) else { continue }
-            let label = StateKeys.spec(key)?.label ?? key
-            let unit = StateKeys.spec(key)?.unit.map { " \($0)" } ?? ""
+        // Limits only for devices that measure their surroundings; this runs on every state update, so a meter or a
+        // plug stops here, and a sensor's keys without a limit cost one lookup each.
+        guard device.type.measuresSurroundings else { return changes }
+        let room = device.roomSlug
+        var limited: [(key: String, reading: Double, limit: AlertSettings.Threshold)] = []
+        for (key, value) in values {
+            guard let reading = value.number, let limit = settings.threshold(key, room: room),
+                  AlertSettings.limitsApply(to: device, key: key) else { continue }
+            limited.append((key, reading, limit))
+        }
+        if limited.count > 1 { limited.sort { $0.key < $1.key } }
+        for (key, reading, limit) in limited {
             if let above = limit.above {
-                let id = Self.id("\(key)_high", device.id)
-                let holds = active[id] == nil ? reading > above : reading > above - Self.margin(key, above)
-                update(id, holds: holds, at: at, into: &changes) {
-                    Alert(id: id, rule: "\(key)_high", severity: reading >= above * 2 && above > 0 ? .critical : .warning, device: device.id,
-                          room: device.room, key: key, value: reading, threshold: above, since: at,
-                          message: "\(label) in \(device.room ?? device.name) is \(JSONText.number(reading))\(unit), above \(JSONText.number(above))\(unit).",
-                          suggestion: Self.advice(key, high: true))
+                let rule = key + "_high"
+                let wasActive = isActive(rule, device.id)
+                let holds = wasActive ? reading > above - Self.margin(key, above) : reading > above
+                if holds != wasActive {
+                    let id = Self.id(rule, device.id)
+                    update(id, holds: holds, at: at, into: &changes) {
+                        let (label, unit) = Self.labelAndUnit(key)
+                        return Alert(id: id, rule: rule, severity: reading >= above * 2 && above > 0 ? .critical : .warning, device: device.id,
+                                     room: device.room, key: key, value: reading, threshold: above, since: at,
+                                     message: "\(label) in \(device.room ?? device.name) is \(JSONText.number(reading))\(unit), above \(JSONText.number(above))\(unit).",
+                                     suggestion: Self.advice(key, high: true))
+                    }
                 }
             }
             if let below = limit.below {
-                let id = Self.id("\(key)_low", device.id)
-                let holds = active[id] == nil ? reading < below : reading < below + Self.margin(key, below)
-                update(id, holds: holds, at: at, into: &changes) {
-                    Alert(id: id, rule: "\(key)_low", severity: .warning, device: device.id, room: device.room, key: key, value: reading,
-                          threshold: below, since: at,
-                          message: "\(label) in \(device.room ?? device.name) is \(JSONText.number(reading))\(unit), below \(JSONText.number(below))\(unit).",
-                          suggestion: Self.advice(key, high: false))
+                let rule = key + "_low"
+                let wasActive = isActive(rule, device.id)
+                let holds = wasActive ? reading < below + Self.margin(key, below) : reading < below
+                if holds != wasActive {
+                    let id = Self.id(rule, device.id)
+                    update(id, holds: holds, at: at, into: &changes) {
+                        let (label, unit) = Self.labelAndUnit(key)
+                        return Alert(id: id, rule: rule, severity: .warning, device: device.id, room: device.room, key: key, value: reading,
+                                     threshold: below, since: at,
+                                     message: "\(label) in \(device.room ?? device.name) is \(JSONText.number(reading))\(unit), below \(JSONText.number(below))\(unit).",
+                                     suggestion: Self.advice(key, high: false))
+                    }
                 }
             }
         }
         return changes
+    }
+
+    private static func labelAndUnit(_ key: String) -> (label: String, unit: String) {
+        let spec = StateKeys.spec(key)
+        return (spec?.label ?? key, spec?.unit.map { " \($0)" } ?? "")
     }
 
     private mutating func evaluateWater(_ device: Device, values: [String: StateValue], at: Date, into changes: inout [AlertChange]) {
@@ -137,7 +168,7 @@ package struct AlertRules: Sendable {
         }
         let flagged = values["leak"] == .bool(true)
         let running = flowingSince[device.id].map { at.timeIntervalSince($0) >= settings.leakFlowDuration } ?? false
-        guard flagged || running || active[Self.id("water_leak", device.id)] != nil else { return }
+        guard flagged || running || isActive("water_leak", device.id) else { return }
         let id = Self.id("water_leak", device.id)
         let minutes = Int((flowingSince[device.id].map { at.timeIntervalSince($0) } ?? 0) / 60)
         let limit = settings.leakFlowAbove
@@ -155,8 +186,10 @@ package struct AlertRules: Sendable {
         if holds, active[id] == nil {
             let alert = make()
             active[id] = alert
+            alertingDevices.insert(alert.device)
             changes.append(.raised(alert))
         } else if !holds, let alert = active.removeValue(forKey: id) {
+            if !active.values.contains(where: { $0.device == alert.device }) { alertingDevices.remove(alert.device) }
             changes.append(.cleared(alert, at: at))
         }
     }
@@ -192,6 +225,7 @@ package struct AlertRules: Sendable {
         flowingSince[device] = nil
         let gone = active.values.filter { $0.device == device }
         for alert in gone { active[alert.id] = nil }
+        alertingDevices.remove(device)
         return gone
     }
 
