@@ -48,6 +48,9 @@ final class CallbackBox: Sendable {
         var acknowledgedThrough: UInt64 = 0
         /// Acknowledged ahead of an earlier one still waiting (a broker may acknowledge out of order).
         var acknowledgedAhead: Set<UInt64> = []
+        /// What the last connection left unacknowledged: libmosquitto sends it again and its acknowledgements
+        /// arrive on the new connection. They must not count as a new message's (mids wrap after 65,535).
+        var leftOver: Set<Int32> = []
 
         mutating func acknowledge(_ place: UInt64) {
             guard place == acknowledgedThrough + 1 else {
@@ -61,6 +64,7 @@ final class CallbackBox: Sendable {
         /// A new connection: what the last one left unacknowledged is sent again by libmosquitto (or let go) and
         /// no longer counted; the publishers republish everything after a connect anyway.
         mutating func restart() {
+            leftOver = Set(awaitingAck.keys)
             awaitingAck.removeAll()
             awaitingWrite.removeAll()
             completedEarly.removeAll()
@@ -97,7 +101,7 @@ final class CallbackBox: Sendable {
             if let place = table.awaitingAck.removeValue(forKey: mid) {
                 table.waitingSince = .now
                 table.acknowledge(place)
-            } else if table.awaitingWrite.remove(mid) == nil {
+            } else if table.awaitingWrite.remove(mid) == nil, table.leftOver.remove(mid) == nil {
                 table.completedEarly.insert(mid)
             }
         }

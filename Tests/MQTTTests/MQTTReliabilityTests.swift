@@ -148,6 +148,33 @@ struct MQTTReliabilityTests {
         proxy.close()
     }
 
+    /// A connection lost with QoS 1 messages unacknowledged: libmosquitto sends them again on the new connection. The
+    /// marks start level there (nothing waits on the old connection's debts) and then follow the new messages only.
+    /// (A resent message's mid matching a new one's needs 65,535 messages in between; `InFlight.leftOver` covers it.)
+    @Test func acknowledgementMarksStayTrueAcrossAReconnect() async throws {
+        let broker = try await MosquittoBroker.started()
+        let proxy = try TCPProxy(upstreamPort: broker.port)
+        let gateway = try await TestMQTTClient.connect(to: proxy.url) { $0.reconnect = fastReconnect }
+        proxy.setDroppingAcknowledgements(true)
+        for index in 0 ..< 5 { gateway.client.publish("marks/lost/\(index)", "m", qos: .atLeastOnce) }
+        try await quietPeriod(.milliseconds(300))
+        #expect(gateway.client.acknowledgementMarks.acknowledged < gateway.client.acknowledgementMarks.handedOver)
+        proxy.setDroppingAcknowledgements(false)
+        proxy.dropConnections()
+        try await gateway.waitForConnects(2, timeout: .seconds(10))
+        let level = gateway.client.acknowledgementMarks
+        #expect(level.acknowledged == level.handedOver, "what the old connection owed is no longer waited for")
+        try await quietPeriod(.milliseconds(300))
+        proxy.setAcknowledgementDelay(.milliseconds(600))
+        gateway.client.publish("marks/new", "n", qos: .atLeastOnce)
+        let sent = gateway.client.acknowledgementMarks
+        #expect(sent.handedOver == level.handedOver + 1)
+        #expect(sent.acknowledged == level.handedOver, "the resent messages' acknowledgements do not acknowledge the new one")
+        try await waitUntil("the new message acknowledged", timeout: .seconds(10)) { gateway.client.acknowledgementMarks.acknowledged == sent.handedOver }
+        await gateway.shutdown()
+        proxy.close()
+    }
+
     @Test func reconnectsAfterTheBrokerIsKilledAndRestartedOnTheSamePort() async throws {
         let broker = try await MosquittoBroker.started()
         let port = broker.port
