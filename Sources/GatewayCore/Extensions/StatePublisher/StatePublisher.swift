@@ -208,12 +208,18 @@ package final class StatePublisher: GatewayExtension {
         // QoS 1 joins the client's queue behind every QoS 1 message before it; QoS 0 goes out at once, so only once
         // the device's announcements and its own last QoS 1 state were acknowledged.
         let announced = keysPublished[id].map { state.values.count > $0 } ?? true
-        let behindUnacknowledged = unacknowledgedMark[id].map { $0 > hub.transport.acknowledgementMarks.acknowledged } ?? false
+        let mark = unacknowledgedMark[id]
+        let behindUnacknowledged = mark.map { $0 > hub.transport.acknowledgementMarks.acknowledged } ?? false
         let qos = announced || behindUnacknowledged ? 1 : 0
         keysPublished[id] = state.values.count
         hub.transport.publish(info.topic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
                               qos: qos, retain: hub.config.mqtt.retainState)
-        unacknowledgedMark[id] = qos == 1 ? hub.transport.acknowledgementMarks.handedOver : nil
+        // Written only when it changes: a burst of QoS 0 states then costs no second lookup each.
+        if qos == 1 {
+            unacknowledgedMark[id] = hub.transport.acknowledgementMarks.handedOver
+        } else if mark != nil {
+            unacknowledgedMark[id] = nil
+        }
         statesPublished += 1
     }
 
