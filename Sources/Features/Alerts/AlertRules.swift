@@ -118,38 +118,28 @@ package struct AlertRules: Sendable {
         }
         if limited.count > 1 { limited.sort { $0.key < $1.key } }
         for (key, reading, limit) in limited {
-            if let above = limit.above {
-                let rule = key + "_high"
-                let wasActive = isActive(rule, device.id)
-                let holds = wasActive ? reading > above - Self.margin(key, above) : reading > above
-                if holds != wasActive {
-                    let id = Self.id(rule, device.id)
-                    update(id, holds: holds, at: at, into: &changes) {
-                        let (label, unit) = Self.labelAndUnit(key)
-                        return Alert(id: id, rule: rule, severity: reading >= above * 2 && above > 0 ? .critical : .warning, device: device.id,
-                                     room: device.room, key: key, value: reading, threshold: above, since: at,
-                                     message: "\(label) in \(device.room ?? device.name) is \(JSONText.number(reading))\(unit), above \(JSONText.number(above))\(unit).",
-                                     suggestion: Self.advice(key, high: true))
-                    }
-                }
-            }
-            if let below = limit.below {
-                let rule = key + "_low"
-                let wasActive = isActive(rule, device.id)
-                let holds = wasActive ? reading < below + Self.margin(key, below) : reading < below
-                if holds != wasActive {
-                    let id = Self.id(rule, device.id)
-                    update(id, holds: holds, at: at, into: &changes) {
-                        let (label, unit) = Self.labelAndUnit(key)
-                        return Alert(id: id, rule: rule, severity: .warning, device: device.id, room: device.room, key: key, value: reading,
-                                     threshold: below, since: at,
-                                     message: "\(label) in \(device.room ?? device.name) is \(JSONText.number(reading))\(unit), below \(JSONText.number(below))\(unit).",
-                                     suggestion: Self.advice(key, high: false))
-                    }
-                }
-            }
+            if let above = limit.above { evaluateLimit(device, key: key, reading: reading, limit: above, high: true, at: at, into: &changes) }
+            if let below = limit.below { evaluateLimit(device, key: key, reading: reading, limit: below, high: false, at: at, into: &changes) }
         }
         return changes
+    }
+
+    /// `<key>_high` or `<key>_low` of one device: raised past the limit, cleared only once back past it by the margin.
+    private mutating func evaluateLimit(_ device: Device, key: String, reading: Double, limit: Double, high: Bool, at: Date,
+                                        into changes: inout [AlertChange]) {
+        let rule = key + (high ? "_high" : "_low")
+        let wasActive = isActive(rule, device.id)
+        let margin = wasActive ? Self.margin(key, limit) : 0
+        let holds = high ? reading > limit - margin : reading < limit + margin
+        guard holds != wasActive else { return }
+        let id = Self.id(rule, device.id)
+        update(id, holds: holds, at: at, into: &changes) {
+            let (label, unit) = Self.labelAndUnit(key)
+            return Alert(id: id, rule: rule, severity: high && reading >= limit * 2 && limit > 0 ? .critical : .warning, device: device.id,
+                         room: device.room, key: key, value: reading, threshold: limit, since: at,
+                         message: "\(label) in \(device.room ?? device.name) is \(JSONText.number(reading))\(unit), \(high ? "above" : "below") \(JSONText.number(limit))\(unit).",
+                         suggestion: Self.advice(key, high: high))
+        }
     }
 
     private static func labelAndUnit(_ key: String) -> (label: String, unit: String) {
