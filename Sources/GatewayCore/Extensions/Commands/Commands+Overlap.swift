@@ -50,9 +50,10 @@ extension Commands {
             return await runCommand(job)
         }
         let started = ContinuousClock.now
-        async let call = Self.capture { try await self.sending { try await vendor.execute(command) } }
+        // The commit runs in the outbox writer's task: the call needs no child task of its own to overlap it
+        // (a child task would cost a hop to start and another to join, on every command).
+        let result = await Self.capture { try await self.sending { try await vendor.execute(command) } }
         let failure = await commit.wait()
-        let result = await call
         job.persisted = failure == nil
         job.storedSending = failure == nil
         if failure != nil {
