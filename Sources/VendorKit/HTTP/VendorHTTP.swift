@@ -180,15 +180,44 @@ public final class VendorHTTP: Sendable {
         }
     }
 
+    /// `sendJSON` for an answer read from the strict parse's tree by `read` (see `JSONObjectReader`), not
+    /// decoded a second time by `JSONDecoder`; `read` throws `DecodingError`s as JSONDecoder would.
+    public func sendJSON<T>(
+        _ request: HTTPClientRequest, context: String, use: QuotaScheduler.Use, authorizer: (any VendorAuthorizer)? = nil,
+        deadline: Date? = nil, read: @escaping @Sendable (JSONValue) throws -> T
+    ) async throws(GatewayError) -> T {
+        try await call(request, use: use, authorizer: authorizer, deadline: deadline) { response throws(GatewayError) in
+            try self.decode(from: response, context: context, read: read)
+        }
+    }
+
     /// Classifies `response` and decodes its JSON body (no network; the building block of `sendJSON`).
     public func decode<T: Decodable>(_ type: T.Type, from response: HTTPClientResponse, context: String) throws(GatewayError) -> T {
-        try check(response, expectsJSON: true)
-        // Strict, linear and depth-limited first: a 500-deep body never reaches JSONDecoder.
-        if case .failure(let problem) = StrictJSON.parse(response.body) { throw classifier.unexpectedShape("the gateway cannot read it as JSON: \(problem)", context: context) }
+        _ = try tree(of: response, context: context)
         do {
             return try JSONDecoder().decode(type, from: response.body)
         } catch {
             throw classifier.classifyDecoding(error, context: context)
+        }
+    }
+
+    /// Classifies `response` and reads its JSON body with `read` from the strict parse's tree.
+    public func decode<T>(from response: HTTPClientResponse, context: String, read: (JSONValue) throws -> T) throws(GatewayError) -> T {
+        let tree = try tree(of: response, context: context)
+        do {
+            return try read(tree)
+        } catch {
+            throw classifier.classifyDecoding(error, context: context)
+        }
+    }
+
+    /// The body of a usable answer as a JSON tree. Strict, linear and depth-limited: a 500-deep body never
+    /// reaches JSONDecoder.
+    private func tree(of response: HTTPClientResponse, context: String) throws(GatewayError) -> JSONValue {
+        try check(response, expectsJSON: true)
+        switch StrictJSON.parse(response.body) {
+        case .success(let tree): return tree
+        case .failure(let problem): throw classifier.unexpectedShape("the gateway cannot read it as JSON: \(problem)", context: context)
         }
     }
 

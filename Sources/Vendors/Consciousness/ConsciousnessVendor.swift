@@ -160,11 +160,11 @@ public final class ConsciousnessVendor: Vendor {
             method: .put, url: "\(options.apiBase)/devices/\(URLText.percentEncoded(command.vendorDeviceID))/control",
             timeout: options.timeout
         )
-        request.body = try Self.encode(WireControlRequest(action: action))
+        request.body = WireControlRequest(action: action).body
         request.headers.set(name: "Content-Type", value: "application/json")
         let answer = try await http.sendJSON(
-            request, as: WireControlAnswer.self, context: "control answer", use: .command, authorizer: session,
-            deadline: command.expiresAt
+            request, context: "control answer", use: .command, authorizer: session, deadline: command.expiresAt,
+            read: WireControlAnswer.init(json:)
         )
         if let status = answer.status?.lowercased(), status != "success" {
             throw http.redactor.redact(GatewayError(

@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import GatewayModel
 import VendorKit
 
@@ -16,6 +21,19 @@ struct WireDevice: Decodable, Sendable {
     enum CodingKeys: String, CodingKey {
         case id, name, type, status, location, properties
         case lastSeen = "last_seen"
+    }
+}
+
+extension WireDevice {
+    /// The device as `Decodable` reads it, from the strict parse's tree (the control answer's path).
+    init(reading object: JSONObjectReader) throws {
+        id = try object.requiredString("id")
+        name = try object.string("name")
+        type = try object.string("type")
+        status = try object.string("status")
+        location = try object.string("location")
+        properties = try object.members("properties")
+        lastSeen = try object.string("last_seen")
     }
 }
 
@@ -38,15 +56,16 @@ struct WireLoginRequest: Encodable {
     var password: String
 }
 
-struct WireControlRequest: Encodable {
+/// `{"action":"turn_on","value":null}`: written directly (it is on every command's path, and `JSONEncoder`
+/// costs more than the rest of the request's set-up).
+struct WireControlRequest {
     var action: String
 
-    enum CodingKeys: String, CodingKey { case action, value }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(action, forKey: .action)
-        try container.encodeNil(forKey: .value)
+    var body: Data {
+        var text = #"{"action":"#
+        JSONText.appendQuoted(action, to: &text)
+        text += #","value":null}"#
+        return Data(text.utf8)
     }
 }
 
@@ -54,6 +73,16 @@ struct WireControlAnswer: Decodable, Sendable {
     var status: String?
     var message: String?
     var device: WireDevice?
+}
+
+extension WireControlAnswer {
+    /// The answer as `Decodable` reads it, from the strict parse's tree: it is on every command's path.
+    init(json: JSONValue) throws {
+        let object = try JSONObjectReader(json)
+        status = try object.string("status")
+        message = try object.string("message")
+        device = try object.object("device").map(WireDevice.init(reading:))
+    }
 }
 
 struct WireBatchRequest: Encodable {
