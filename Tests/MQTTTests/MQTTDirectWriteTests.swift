@@ -1,0 +1,72 @@
+import GatewayTesting
+import MQTT
+import TestTraits
+import Testing
+
+/// An isolated publish is written to the socket by the thread that publishes (libmosquitto's unthreaded mode,
+/// every socket call under one lock), a burst is queued for the network thread. Both must keep what the
+/// threaded mode guaranteed: whole messages, each publisher's order, and a connection that also receives.
+@Suite("MQTTClient writes from the publishing thread", .integration, .timeLimit(.minutes(2)))
+struct MQTTDirectWriteTests {
+    /// 8 MB cannot go into the socket at once: the publishing thread writes what it can, the network thread
+    /// (woken for it) writes the rest.
+    @Test func aPublishLargerThanTheSocketTakesArrivesWhole() async throws {
+        let broker = try await MosquittoBroker.started()
+        let publisher = try await TestMQTTClient.connect(to: broker.url)
+        let subscriber = try await TestMQTTClient.connect(to: broker.url)
+        try await subscriber.subscribe("lbs/big/#")
+        for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
+            let payload = (0..<8_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(qos.rawValue)) }
+            _ = publisher.client.publish("lbs/big/\(qos.rawValue)", payload, qos: qos)
+            let message = try await subscriber.waitForMessage(topic: "lbs/big/\(qos.rawValue)", timeout: .seconds(30))
+            #expect(message.payload.count == payload.count)
+            #expect(message.payload == payload)
+        }
+        try await waitUntil("the backlog drained", timeout: .seconds(30)) { publisher.client.outgoingBacklog == 0 }
+        await publisher.shutdown()
+        await subscriber.shutdown()
+        await broker.stop()
+    }
+
+    /// Four tasks publish at once, isolated publishes and bursts mixed, on a connection that receives a flood
+    /// at the same time (its PUBACKs written by the network thread between the publishers' writes): every
+    /// message arrives once, each task's in its order, and the flood is read whole. All QoS 1: QoS 0 may be
+    /// dropped by a busy broker, and QoS 1 waits its turn in the in-flight window where QoS 0 would not.
+    @Test func concurrentPublishersOnAReceivingConnectionKeepEachOnesOrder() async throws {
+        let broker = try await MosquittoBroker.started()
+        let subscriber = try await TestMQTTClient.connect(to: broker.url)
+        try await subscriber.subscribe("lbs/order/#")
+        let busy = try await TestMQTTClient.connect(to: broker.url)
+        try await busy.subscribe("lbs/flood/#")
+        let flooder = try await TestMQTTClient.connect(to: broker.url)
+        let perTask = 1_500
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for index in 0..<3_000 { _ = flooder.client.publish("lbs/flood/\(index % 7)", "\(index)", qos: .atLeastOnce) }
+            }
+            for task in 0..<4 {
+                group.addTask {
+                    for index in 0..<perTask {
+                        _ = busy.client.publish("lbs/order/\(task)", "\(index)", qos: .atLeastOnce)
+                        // Every 100th message after a pause: an isolated publish, written by this thread.
+                        if index.isMultiple(of: 100) { try? await Task.sleep(for: .milliseconds(2)) }
+                    }
+                }
+            }
+        }
+        try await waitUntil("every message arrived", timeout: .seconds(60)) {
+            subscriber.received.filter { $0.topic.hasPrefix("lbs/order/") }.count >= 4 * perTask
+        }
+        for task in 0..<4 {
+            let values = subscriber.messages(on: "lbs/order/\(task)").map { Int($0.payloadString) ?? -1 }
+            let firstOutOfOrder = values.indices.first { values[$0] != $0 }
+            #expect(values.count == perTask && firstOutOfOrder == nil,
+                    "task \(task): \(values.count) of \(perTask) messages, first out of order at \(String(describing: firstOutOfOrder))")
+        }
+        try await waitUntil("the flood was read", timeout: .seconds(60)) { busy.received.count >= 3_000 }
+        await busy.shutdown()
+        await flooder.shutdown()
+        await subscriber.shutdown()
+        await broker.stop()
+    }
+}
