@@ -40,3 +40,54 @@ public struct CommandOutcome: Sendable, Hashable {
         self.confirmed = confirmed
     }
 }
+
+extension DeviceCommand {
+    /// The command as its outbox row stores it: what `JSONEncoder` writes for it, read back by `JSONDecoder`
+    /// (dates as seconds since 2001, numbers exact), written directly. Every stored command is encoded on the
+    /// core's executor, where `JSONEncoder` took about 30 µs of each `/set`. Nil for a value JSON cannot
+    /// hold (a non-finite number), as `JSONEncoder` would refuse it.
+    public var outboxJSON: String? {
+        var out = #"{"id":"#
+        JSONText.appendQuoted(id, to: &out)
+        out += #","device":"#
+        JSONText.appendQuoted(device.rawValue, to: &out)
+        out += #","vendorID":"#
+        JSONText.appendQuoted(vendorID, to: &out)
+        out += #","vendorDeviceID":"#
+        JSONText.appendQuoted(vendorDeviceID, to: &out)
+        out += #","changes":"#
+        guard Self.appendExact(changes, to: &out) else { return nil }
+        out += #","issuedAt":"#
+        guard Self.appendExact(issuedAt.timeIntervalSinceReferenceDate, to: &out) else { return nil }
+        out += #","expiresAt":"#
+        guard Self.appendExact(expiresAt.timeIntervalSinceReferenceDate, to: &out) else { return nil }
+        out += "}"
+        return out
+    }
+
+    /// The shortest text that reads back as the same `Double` (unlike `JSONText.number`, which rounds for display).
+    private static func appendExact(_ number: Double, to out: inout String) -> Bool {
+        guard number.isFinite else { return false }
+        out += number.description
+        return true
+    }
+
+    private static func appendExact(_ members: [String: StateValue], to out: inout String) -> Bool {
+        out += "{"
+        var first = true
+        for (key, value) in members {
+            if !first { out += "," }
+            first = false
+            JSONText.appendQuoted(key, to: &out)
+            out += ":"
+            switch value {
+            case .number(let number): guard appendExact(number, to: &out) else { return false }
+            case .string(let text): JSONText.appendQuoted(text, to: &out)
+            case .bool(let flag): out += flag ? "true" : "false"
+            case .object(let nested): guard appendExact(nested, to: &out) else { return false }
+            }
+        }
+        out += "}"
+        return true
+    }
+}

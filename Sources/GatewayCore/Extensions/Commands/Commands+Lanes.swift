@@ -148,12 +148,11 @@ extension Commands {
     /// unhealthy). A command at the front of its lane goes to its vendor next, so it is stored as `sending`.
     package func storeInOutbox(_ jobs: [CommandJob]) async -> GatewayError? {
         guard let outbox else { return nil }
-        let encoder = JSONEncoder()
         var changes: [OutboxChange] = []
         changes.reserveCapacity(jobs.count)
         for job in jobs {
             let command = job.command
-            guard let json = try? String(decoding: encoder.encode(command), as: UTF8.self) else { continue }
+            guard let json = command.outboxJSON else { continue }
             let entry = OutboxEntry(id: command.id, vendorID: command.vendorID, deviceID: command.device.rawValue, json: json,
                                     createdAt: command.issuedAt.timeIntervalSince1970, expiresAt: command.expiresAt.timeIntervalSince1970)
             changes.append(.insert(entry, sending: isFront(job)))
