@@ -181,12 +181,13 @@ public final class MQTTClient: Sendable {
 /// Owns the libmosquitto handle. The handle lives in `state`; publishers hold that lock during their
 /// libmosquitto call, so `mosquitto_destroy` can never race with them.
 ///
-/// The network thread runs its own poll loop, and a publish is written to the socket by the thread that
-/// publishes (libmosquitto's unthreaded mode) instead of being queued for the network thread: handing it
-/// over cost a wake-up of that thread, about 60 µs of every `/set` → state round trip on a 2-core box.
-/// libmosquitto is not safe for concurrent use in that mode, so every call that can touch the socket (read,
-/// write, connect, close) runs under `io`. Lock order: `state`, then `io`; callbacks run under `io` and never
-/// take `state`.
+/// The network thread runs its own poll loop, and an isolated publish is written to the socket by the thread
+/// that publishes (libmosquitto's unthreaded mode) instead of being queued for the network thread: handing it
+/// over cost a wake-up of that thread, about 30 µs of every `/set` → state round trip on a 2-core box. A burst
+/// is still queued (threaded mode, chosen per publish: see `burstGap`) and written by the network thread in
+/// few sends. libmosquitto is not safe for concurrent use when it writes from the caller, so every call that can
+/// touch the socket (read, write, connect, close) runs under `io`. Lock order: `state`, then `io`; callbacks
+/// run under `io` (on whichever thread made the call) and never take `state`.
 final class ClientCore: Sendable {
     let configuration: MQTTConfiguration
     let box: CallbackBox
@@ -295,7 +296,8 @@ final class ClientCore: Sendable {
         try check(mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.maxInflight)), "setting max in-flight")
         // No Nagle: a PUBACK followed by a small PUBLISH would otherwise wait for the broker's delayed ACK (~40 ms).
         try check(mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1), "disabling Nagle's algorithm")
-        // Unthreaded mode: a publish is written by the publishing thread, under `io` (see `ClientCore`).
+        // Unthreaded mode: packets are written as they are made (after a burst left threaded mode on, the network
+        // thread's own ones at the end of its turn); `publish` chooses the mode per call (see `burstGap`).
         try check(mosquitto_threaded_set(handle, false), "selecting unthreaded mode")
         if let username = configuration.username {
             // The password goes straight to libmosquitto; it is never part of any message we build.
