@@ -10,9 +10,11 @@
 #
 # BINARY: the static release build with symbols (./deploy/build-release.sh, as CI and install.sh build it): a dynamic
 # build runs Foundation and the standard library from shared libraries, so their functions would be missing from
-# the order. Needs valgrind, mosquitto and curl.
-# Two runs under callgrind (which records every function run), the memory benchmark's (`lbs-bench rss`) without
-# and with the cache: 1,000 demo devices polled every second, plus /metrics scrapes and a status page read.
+# the order. Needs valgrind, mosquitto (with mosquitto_rr), curl, and consciousness-sim (CONSCIOUSNESS_SIM, by
+# default .build/release/consciousness-sim from `swift build -c release`).
+# Three runs under callgrind (which records every function run): the memory benchmark's (`lbs-bench rss`) without
+# and with the cache: 1,000 demo devices polled every second, plus /metrics scrapes and a status page read; and
+# the command path of `lbs-bench peer` with the cache: `/set` → the consciousness backend over HTTP → state.
 set -eu
 binary=$1
 seconds=${2:-120}
@@ -37,12 +39,13 @@ broker=$!
 profile() {
     name=$1
     storage=$2
+    vendors=${3:-"[{type: demo, id: demo, poll_interval: 1, devices: 1000}]"}
     cat > "$work/$name.yaml" <<EOF
 mqtt: {url: "mqtt://127.0.0.1:$port", client_id: hot-order-$name}
 log_level: error
 $storage
 http: {listen: "127.0.0.1:$http_port"}
-vendors: [{type: demo, id: demo, poll_interval: 1, devices: 1000}]
+vendors: $vendors
 EOF
     valgrind --tool=callgrind --demangle=no --dump-instr=no --fair-sched=yes \
         --callgrind-out-file="$work/callgrind-$name.out" \
@@ -57,6 +60,15 @@ EOF
     done
     curl -fsS -m 60 "http://127.0.0.1:$http_port/api/status" > /dev/null
     curl -fsS -m 60 "http://127.0.0.1:$http_port/" > /dev/null
+    if [ -n "${4:-}" ]; then
+        # Commands, as `lbs-bench peer` sends them: each waits for its reply (MQTT 5 response topic) before the next.
+        for round in $(seq 1 "$4"); do
+            for word in ON OFF; do
+                mosquitto_rr -p "$port" -t "lbs/device/house_lights-kitchen/set" -e "replies/hot-order" -m "$word" -W 120 \
+                    > /dev/null 2>&1 || true
+            done
+        done
+    fi
     sleep "$seconds"
     curl -fsS -m 60 "http://127.0.0.1:$http_port/metrics" > /dev/null
     # Dump while it runs, then SIGKILL: shutdown code is not part of the resident set the order is for.
@@ -68,6 +80,15 @@ EOF
 }
 profile plain ""
 profile cache "storage: {path: \"$work/cache.sqlite\"}"
+# The command path: the consciousness backend fake, commands through the outbox.
+simulator=${CONSCIOUSNESS_SIM:-$here/../.build/release/consciousness-sim}
+sim_port=$(free_port)
+printf 'hot-order' > "$work/password"
+"$simulator" --port "$sim_port" --password-file "$work/password" > "$work/simulator.log" 2>&1 &
+simulator_pid=$!
+profile commands "storage: {path: \"$work/commands.sqlite\"}" \
+    "[{type: consciousness, id: house, url: \"http://127.0.0.1:$sim_port\", username: admin, password_file: \"$work/password\", poll_interval: 3600}]" 100
+kill "$simulator_pid" 2>/dev/null || true
 
 cat "$work"/callgrind-*.out* > "$work/profile"
 python3 "$here/hot-order.py" "$work/profile" "$work/lbs-gateway" "$here/lbs-gateway.order" > "$work/order"
