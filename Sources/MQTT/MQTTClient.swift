@@ -178,23 +178,12 @@ public final class MQTTClient: Sendable {
     }
 }
 
-/// Owns the libmosquitto handle. The handle lives in `state`; publishers hold that lock during their
-/// libmosquitto call, so `mosquitto_destroy` can never race with them.
-///
-/// The network thread runs its own poll loop, and an isolated publish is written to the socket by the thread
-/// that publishes (libmosquitto's unthreaded mode) instead of being queued for the network thread: handing it
-/// over cost a wake-up of that thread, about 30 µs of every `/set` → state round trip on a 2-core box. A burst
-/// is still queued (threaded mode, chosen per publish: see `burstGap`) and written by the network thread in
-/// few sends. libmosquitto is not safe for concurrent use when it writes from the caller, so every call that can
-/// touch the socket (read, write, connect, close) runs under `io`. Lock order: `state`, then `io`; callbacks
-/// run under `io` (on whichever thread made the call) and never take `state`.
+/// Owns the libmosquitto handle. The handle lives in `state`; publishers hold that lock during the
+/// (non-blocking, threaded-mode) libmosquitto call, so `mosquitto_destroy` can never race with them.
 final class ClientCore: Sendable {
     let configuration: MQTTConfiguration
     let box: CallbackBox
     private let state: Mutex<State>
-    private let io = Mutex<Void>(())
-    /// Wakes the network thread's poll (a stop, or a publish the socket could not take at once).
-    private let wake: WakePipe
     private let stopRequested = Atomic<Bool>(false)
     private let sleeper = InterruptibleSleep()
     private let finished = Mutex<FinishState>(FinishState())
@@ -220,14 +209,7 @@ final class ClientCore: Sendable {
         var userdata: Unmanaged<CallbackBox>?
         var started = false
         var queue: OfflineQueue
-        /// When the last publish was handed to libmosquitto (see `burstGap`).
-        var lastHandOver: ContinuousClock.Instant?
     }
-
-    /// A publish within this of the previous one is part of a burst: it is queued for the network thread,
-    /// which writes a burst's packets in a few sends (a send per publish took 5 % of a burst's rate). An
-    /// isolated publish, the one whose latency someone waits for, is written by the publishing thread at once.
-    private static let burstGap = Duration.microseconds(200)
 
     /// What `publish` did, with the detail `publishAndWait` needs.
     enum PublishOutcome {
@@ -277,12 +259,6 @@ final class ClientCore: Sendable {
             throw error
         }
         installCallbacks(on: handle, tls: configuration.broker.usesTLS)
-        guard let wake = WakePipe() else {
-            mosquitto_destroy(handle)
-            userdata.release()
-            throw MQTTError(kind: .library, code: errno, message: "could not create the network thread's wake pipe: \(String(cString: strerror(errno)))")
-        }
-        self.wake = wake
         state = Mutex(State(handle: Handle(pointer: handle), userdata: userdata,
                             queue: OfflineQueue(limit: configuration.offlineQueueLimit)))
     }
@@ -296,9 +272,8 @@ final class ClientCore: Sendable {
         try check(mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.maxInflight)), "setting max in-flight")
         // No Nagle: a PUBACK followed by a small PUBLISH would otherwise wait for the broker's delayed ACK (~40 ms).
         try check(mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1), "disabling Nagle's algorithm")
-        // Unthreaded mode: packets are written as they are made (after a burst left threaded mode on, the network
-        // thread's own ones at the end of its turn); `publish` chooses the mode per call (see `burstGap`).
-        try check(mosquitto_threaded_set(handle, false), "selecting unthreaded mode")
+        // Publishes from other threads are queued and wake our loop instead of writing to the socket.
+        try check(mosquitto_threaded_set(handle, true), "enabling threaded mode")
         if let username = configuration.username {
             // The password goes straight to libmosquitto; it is never part of any message we build.
             try check(mosquitto_username_pw_set(handle, username, configuration.password), "setting credentials")
@@ -354,14 +329,10 @@ final class ClientCore: Sendable {
     func requestStop() {
         stopRequested.store(true, ordering: .sequentiallyConsistent)
         let neverStarted = state.withLock { state in
-            // Sent now unless the network thread is busy with the socket (a blocking connect, say): it then
-            // sees the stop after that call and disconnects itself.
-            if let handle = state.handle, state.started {
-                _ = io.withLockIfAvailable { _ in mosquitto_disconnect_v5(handle.pointer, 0, nil) }
-            }
+            // The DISCONNECT also wakes the loop's select() at once.
+            if let handle = state.handle, state.started { _ = mosquitto_disconnect_v5(handle.pointer, 0, nil) }
             return !state.started
         }
-        wake.signal()
         sleeper.interrupt()
         if neverStarted { destroy() }
     }
@@ -406,7 +377,6 @@ final class ClientCore: Sendable {
         }
         guard let (handle, userdata) = taken else { return }
         mosquitto_destroy(handle)
-        wake.closeEnds()
         box.close()
         userdata?.release()
         let waiters = finished.withLock { finish in
@@ -436,14 +406,12 @@ final class ClientCore: Sendable {
                 // The session expiry goes with every CONNECT, so a reconnect resumes the same session.
                 var properties: OpaquePointer?
                 _ = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), UInt32(clamping: expiry.wholeSeconds))
-                rc = io.withLock { _ in mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, properties) }
+                rc = mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, properties)
                 mosquitto_property_free_all(&properties)
             } else {
-                rc = io.withLock { _ in
-                    connectParametersStored
-                        ? mosquitto_reconnect(handle)
-                        : mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, nil)
-                }
+                rc = connectParametersStored
+                    ? mosquitto_reconnect(handle)
+                    : mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), keepAlive, nil, nil)
             }
             let connectFailure: MQTTError? = rc == .mosqSuccess
                 ? nil : .library(rc, "connecting to \(broker) failed")
@@ -455,7 +423,7 @@ final class ClientCore: Sendable {
                 var established = false
                 var stallDeadline: ContinuousClock.Instant?
                 while true {
-                    rc = pollOnce(handle, timeout: Self.loopTimeoutMilliseconds)
+                    rc = mosquitto_loop(handle, Self.loopTimeoutMilliseconds, 1)
                     if box.connackReceived.exchange(false, ordering: .sequentiallyConsistent), rc == .mosqSuccess,
                        !stopRequested.load(ordering: .sequentiallyConsistent) {
                         // The offline queue goes out first, so the gateway's republish on `.connected` follows it.
@@ -471,7 +439,7 @@ final class ClientCore: Sendable {
                                 + "message(s) waiting (a broker that drops packets to a client whose queue is full, e.g. mosquitto past "
                                 + "max_queued_messages); reconnecting to send them again"
                         }
-                        _ = io.withLock { _ in mosquitto_disconnect_v5(handle, 0, nil) }
+                        _ = mosquitto_disconnect_v5(handle, 0, nil)
                         stallDeadline = .now + configuration.disconnectTimeout
                     }
                     // The DISCONNECT is written (the loop then ends), or the connection is closed anyway.
@@ -479,7 +447,7 @@ final class ClientCore: Sendable {
                     if stopRequested.load(ordering: .sequentiallyConsistent) {
                         if disconnectDeadline == nil {
                             // Covers a stop that raced with connect; a second DISCONNECT is harmless.
-                            _ = io.withLock { _ in mosquitto_disconnect_v5(handle, 0, nil) }
+                            _ = mosquitto_disconnect_v5(handle, 0, nil)
                             disconnectDeadline = .now + configuration.disconnectTimeout
                         }
                         if rc != .mosqSuccess || disconnectDeadline.map({ .now >= $0 }) == true { break connection }
@@ -513,39 +481,6 @@ final class ClientCore: Sendable {
         destroy()
     }
 
-    /// One turn of the network loop (what `mosquitto_loop` does, with our wake pipe instead of libmosquitto's,
-    /// which its unthreaded mode does not poll): waits up to `timeout` ms for the socket or a wake-up, then
-    /// reads, writes what is still queued, and keeps the connection alive. libmosquitto's return code.
-    private func pollOnce(_ handle: OpaquePointer, timeout: Int32) -> Int32 {
-        let (socket, wantsWrite) = io.withLock { _ in (mosquitto_socket(handle), mosquitto_want_write(handle)) }
-        guard socket >= 0 else { return .mosqNoConnection }
-        var descriptors = [
-            pollfd(fd: socket, events: Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0), revents: 0),
-            pollfd(fd: wake.readEnd, events: Int16(POLLIN), revents: 0),
-        ]
-        let ready = poll(&descriptors, 2, timeout)
-        if ready < 0 { return errno == EINTR ? .mosqSuccess : Int32(MOSQ_ERR_ERRNO.rawValue) }
-        if descriptors[1].revents != 0 { wake.drain() }
-        let readable = descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0
-        return io.withLock { _ in
-            if readable {
-                let rc = mosquitto_loop_read(handle, 1)
-                if rc != .mosqSuccess || mosquitto_socket(handle) < 0 { return rc }
-            }
-            if mosquitto_want_write(handle) {
-                let rc = mosquitto_loop_write(handle, 1)
-                if rc != .mosqSuccess || mosquitto_socket(handle) < 0 { return rc }
-            }
-            return mosquitto_loop_misc(handle)
-        }
-    }
-
-    /// After a hand-over under `io`: what the socket did not take at once (a full send buffer) is left to the
-    /// network thread, which must then poll for writability.
-    private func wakeIfUnwritten(_ handle: OpaquePointer) {
-        if mosquitto_want_write(handle) { wake.signal() }
-    }
-
     // MARK: operations (any thread)
 
     func publish(_ topic: String, _ payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool,
@@ -576,16 +511,8 @@ final class ClientCore: Sendable {
             // clamp at zero, leaving the backlog stuck above zero.
             box.outgoing.add(1, ordering: .relaxed)
             var ownMid: Int32 = 0
-            let now = ContinuousClock.now
-            let inBurst = state.lastHandOver.map { now - $0 < Self.burstGap } ?? false
-            state.lastHandOver = now
             let (rc, propertyError) = withUnsafeMutablePointer(to: &ownMid) { own in
-                io.withLock { _ in
-                    // Threaded mode only queues the packet (see `burstGap`); unthreaded mode writes it now.
-                    _ = mosquitto_threaded_set(handle.pointer, inBurst)
-                    defer { wakeIfUnwritten(handle.pointer) }
-                    return Self.handOver(handle.pointer, topic, payload, qos: qos, retain: retain, properties: properties, isV5: isV5, mid: mid ?? own)
-                }
+                Self.handOver(handle.pointer, topic, payload, qos: qos, retain: retain, properties: properties, isV5: isV5, mid: mid ?? own)
             }
             if rc != .mosqSuccess || propertyError != nil { box.outgoing.subtract(1, ordering: .relaxed) }
             if rc == .mosqSuccess, propertyError == nil { box.noteHandedOver(mid: mid?.pointee ?? ownMid, qos: qos) }
@@ -593,11 +520,8 @@ final class ClientCore: Sendable {
             switch rc {
             case .mosqSuccess:
                 return .handedOver
-            // The connection dropped and the network thread has not closed the gate yet, or the write this thread
-            // made failed as the connection went: libmosquitto keeps QoS 1/2 for the reconnect and drops its QoS 0
-            // packets then, so a QoS 0 publish waits in the offline queue like any other.
-            case .mosqNoConnection, Int32(MOSQ_ERR_CONN_LOST.rawValue), Int32(MOSQ_ERR_ERRNO.rawValue), Int32(MOSQ_ERR_TLS.rawValue):
-                return qos == .atMostOnce ? hold() : .heldByLibrary
+            // The connection dropped and the network thread has not closed the gate yet.
+            case .mosqNoConnection: return qos == .atMostOnce ? hold() : .heldByLibrary
             default: return .failed(.library(rc, "publish to \(topic) failed"))
             }
         }
@@ -645,26 +569,22 @@ final class ClientCore: Sendable {
         var failed: [(UInt64, MQTTError)] = []
         var lost = 0
         state.withLock { state in
-            // The network thread's own socket work: queued here (threaded mode), written by its next turn.
-            io.withLock { _ in
-                _ = mosquitto_threaded_set(handle, true)
-                for message in state.queue.drain() {
-                    var mid: Int32 = 0
-                    box.outgoing.add(1, ordering: .relaxed)  // before the hand-over, as in `publish`
-                    let (rc, _) = message.payload.withUnsafeBytes { bytes in
-                        Self.handOver(handle, message.topic, bytes, qos: message.qos, retain: message.retain,
-                                      properties: message.properties, isV5: isV5, mid: &mid)
-                    }
-                    if rc != .mosqSuccess { box.outgoing.subtract(1, ordering: .relaxed) }
-                    if rc == .mosqSuccess { box.noteHandedOver(mid: mid, qos: message.qos) }
-                    if rc == .mosqSuccess || (rc == .mosqNoConnection && message.qos != .atMostOnce) {
-                        // Linked before this thread can read the PUBACK.
-                        if let token = message.token { box.link(token: token, mid: mid) }
-                    } else {
-                        lost += 1
-                        if let token = message.token {
-                            failed.append((token, .library(rc, "publish to \(message.topic) failed after reconnect")))
-                        }
+            for message in state.queue.drain() {
+                var mid: Int32 = 0
+                box.outgoing.add(1, ordering: .relaxed)  // before the hand-over, as in `publish`
+                let (rc, _) = message.payload.withUnsafeBytes { bytes in
+                    Self.handOver(handle, message.topic, bytes, qos: message.qos, retain: message.retain,
+                                  properties: message.properties, isV5: isV5, mid: &mid)
+                }
+                if rc != .mosqSuccess { box.outgoing.subtract(1, ordering: .relaxed) }
+                if rc == .mosqSuccess { box.noteHandedOver(mid: mid, qos: message.qos) }
+                if rc == .mosqSuccess || (rc == .mosqNoConnection && message.qos != .atMostOnce) {
+                    // Linked before this thread can read the PUBACK.
+                    if let token = message.token { box.link(token: token, mid: mid) }
+                } else {
+                    lost += 1
+                    if let token = message.token {
+                        failed.append((token, .library(rc, "publish to \(message.topic) failed after reconnect")))
                     }
                 }
             }
@@ -701,10 +621,8 @@ final class ClientCore: Sendable {
             state.withLock { state -> MQTTError? in
                 guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
                 guard mayPublish else { return Self.notConnected("subscribe to \(filters.joined(separator: ", "))") }
-                let rc = io.withLock { _ in
-                    defer { wakeIfUnwritten(handle.pointer) }
-                    return mosquitto_subscribe_multiple(handle.pointer, mid, Int32(pointers.count), pointers.baseAddress, qos.rawValue, 0, nil)
-                }
+                let rc = mosquitto_subscribe_multiple(handle.pointer, mid, Int32(pointers.count), pointers.baseAddress,
+                                                      qos.rawValue, 0, nil)
                 return Self.operationError(rc, "subscribe to \(filters.joined(separator: ", "))")
             }
         }
@@ -716,10 +634,7 @@ final class ClientCore: Sendable {
             state.withLock { state -> MQTTError? in
                 guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
                 guard mayPublish else { return Self.notConnected("unsubscribe from \(filters.joined(separator: ", "))") }
-                let rc = io.withLock { _ in
-                    defer { wakeIfUnwritten(handle.pointer) }
-                    return mosquitto_unsubscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, nil)
-                }
+                let rc = mosquitto_unsubscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, nil)
                 return Self.operationError(rc, "unsubscribe from \(filters.joined(separator: ", "))")
             }
         }

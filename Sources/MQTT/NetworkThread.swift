@@ -78,38 +78,3 @@ func startDetachedThread(_ body: @escaping @Sendable () -> Void) -> Bool {
     }
     return true
 }
-
-/// A non-blocking pipe that wakes a `poll` on its read end from any thread.
-final class WakePipe: Sendable {
-    let readEnd: Int32
-    private let writeEnd: Int32
-
-    init?() {
-        var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { return nil }
-        for end in ends {
-            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-        }
-        readEnd = ends[0]
-        writeEnd = ends[1]
-    }
-
-    /// Wakes the poll; a full pipe already will.
-    func signal() {
-        var byte: UInt8 = 1
-        _ = write(writeEnd, &byte, 1)
-    }
-
-    /// Empties the pipe (after the poll woke).
-    func drain() {
-        var buffer = [UInt8](repeating: 0, count: 64)
-        while read(readEnd, &buffer, buffer.count) > 0 {}
-    }
-
-    /// Closes both ends (once the network thread has ended).
-    func closeEnds() {
-        _ = close(readEnd)
-        _ = close(writeEnd)
-    }
-}

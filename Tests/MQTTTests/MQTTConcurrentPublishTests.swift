@@ -3,13 +3,11 @@ import MQTT
 import TestTraits
 import Testing
 
-/// An isolated publish is written to the socket by the thread that publishes (libmosquitto's unthreaded mode,
-/// every socket call under one lock), a burst is queued for the network thread. Both must keep what the
-/// threaded mode guaranteed: whole messages, each publisher's order, and a connection that also receives.
-@Suite("MQTTClient writes from the publishing thread", .integration, .timeLimit(.minutes(2)))
-struct MQTTDirectWriteTests {
-    /// 8 MB cannot go into the socket at once: the publishing thread writes what it can, the network thread
-    /// (woken for it) writes the rest.
+/// Publishes from several threads at once on a connection that also receives, and a publish larger than the
+/// socket takes at once: whole messages, each publisher's order.
+@Suite("MQTTClient under concurrent and large publishes", .integration, .timeLimit(.minutes(2)))
+struct MQTTConcurrentPublishTests {
+    /// 8 MB cannot go into the socket at once: the network thread writes it over several turns.
     @Test func aPublishLargerThanTheSocketTakesArrivesWhole() async throws {
         let broker = try await MosquittoBroker.started()
         let publisher = try await TestMQTTClient.connect(to: broker.url)
@@ -28,8 +26,8 @@ struct MQTTDirectWriteTests {
         await broker.stop()
     }
 
-    /// Four tasks publish at once, isolated publishes and bursts mixed, on a connection that receives a flood
-    /// at the same time (its PUBACKs written by the network thread between the publishers' writes): every
+    /// Four tasks publish at once, with pauses and in bursts, on a connection that receives a flood at the same
+    /// time (its PUBACKs written by the network thread between the publishers' messages): every
     /// message arrives once, each task's in its order, and the flood is read whole. All QoS 1: QoS 0 may be
     /// dropped by a busy broker, and QoS 1 waits its turn in the in-flight window where QoS 0 would not.
     @Test func concurrentPublishersOnAReceivingConnectionKeepEachOnesOrder() async throws {
