@@ -44,8 +44,8 @@ public struct CommandOutcome: Sendable, Hashable {
 extension DeviceCommand {
     /// The command as its outbox row stores it: what `JSONEncoder` writes for it, read back by `JSONDecoder`
     /// (dates as seconds since 2001, numbers exact), written directly. Every stored command is encoded on the
-    /// core's executor, where `JSONEncoder` took about 30 µs of each `/set`. Nil for a value JSON cannot
-    /// hold (a non-finite number), as `JSONEncoder` would refuse it.
+    /// core's executor, where `JSONEncoder` takes 6 µs with its code warm (0.8 µs this way), more when cold.
+    /// Nil for a value JSON cannot hold (a non-finite number), as `JSONEncoder` would refuse it.
     public var outboxJSON: String? {
         var out = #"{"id":"#
         JSONText.appendQuoted(id, to: &out)

@@ -50,7 +50,7 @@ public struct JSONObjectReader: Sendable {
     }
 
     /// An object field's members as they are (free-form properties); nil when absent or null.
-    public func members(_ key: String) throws -> [String: JSONValue]? {
+    public func objectMembers(_ key: String) throws -> [String: JSONValue]? {
         try object(key)?.members
     }
 

@@ -32,7 +32,7 @@ extension WireDevice {
         type = try object.string("type")
         status = try object.string("status")
         location = try object.string("location")
-        properties = try object.members("properties")
+        properties = try object.objectMembers("properties")
         lastSeen = try object.string("last_seen")
     }
 }
