@@ -26,6 +26,7 @@ http_port=$(free_port)
 cleanup() {
     [ -n "${gateway:-}" ] && kill -9 "$gateway" 2>/dev/null || true
     [ -n "${broker:-}" ] && kill "$broker" 2>/dev/null || true
+    [ -n "${simulator_pid:-}" ] && kill "$simulator_pid" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -64,8 +65,12 @@ EOF
         # Commands, as `lbs-bench peer` sends them: each waits for its reply (MQTT 5 response topic) before the next.
         for round in $(seq 1 "$4"); do
             for word in ON OFF; do
-                mosquitto_rr -p "$port" -t "lbs/device/house_lights-kitchen/set" -e "replies/hot-order" -m "$word" -W 120 \
-                    > /dev/null 2>&1 || true
+                if ! mosquitto_rr -p "$port" -t "lbs/device/house_lights-kitchen/set" -e "replies/hot-order" -m "$word" \
+                    -W 120 > /dev/null 2>&1; then
+                    echo "the gateway did not answer a /set within 120 s; its log:" >&2
+                    cat "$work/gateway-$name.log" >&2
+                    exit 1
+                fi
             done
         done
     fi
