@@ -184,7 +184,7 @@ public final class VendorHTTP: Sendable {
     /// decoded a second time by `JSONDecoder`; `read` throws `DecodingError`s as JSONDecoder would.
     public func sendJSON<T>(
         _ request: HTTPClientRequest, context: String, use: QuotaScheduler.Use, authorizer: (any VendorAuthorizer)? = nil,
-        deadline: Date? = nil, read: @escaping @Sendable (JSONValue) throws -> T
+        deadline: Date? = nil, read: (JSONValue) throws -> T
     ) async throws(GatewayError) -> T {
         try await call(request, use: use, authorizer: authorizer, deadline: deadline) { response throws(GatewayError) in
             try self.decode(from: response, context: context, read: read)
