@@ -1,3 +1,4 @@
+import Synchronization
 import GRDB
 
 extension CacheStore {
@@ -39,41 +40,53 @@ extension CacheStore {
     /// call) and state changes of earlier ones (which then share that commit). A change that does not apply
     /// to its row (unknown id, a transition the row cannot take) is skipped and reported in the result;
     /// a database failure rolls back all of them and throws.
+    ///
+    /// `journalCheckpoint`: the changes include every journaled record up to this sequence number (see
+    /// `OutboxJournal`); stored in the same transaction, so a replay never applies them again.
     @discardableResult
-    public func apply(_ changes: [OutboxChange]) throws(CacheError) -> [String] {
+    public func apply(_ changes: [OutboxChange], journalCheckpoint: UInt64? = nil) throws(CacheError) -> [String] {
         for case .insert(let entry, _) in changes where entry.id.isEmpty || entry.vendorID.isEmpty || entry.deviceID.isEmpty {
             throw CacheError(.invalidInput, "an outbox entry needs an id, a vendor id and a device id (\(entry.id))")
         }
-        let now = options.clock()
         return try write("update the outbox (\(changes.count) change(s))") { db in
-            var skipped: [String] = []
-            let insert = try db.cachedStatement(sql: """
-                INSERT INTO outbox (id, vendor_id, device_id, json, created_at, expires_at, state, attempts, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (id) DO NOTHING
-                """)
-            for change in changes {
-                switch change {
-                case .insert(let entry, let sending):
-                    try insert.execute(arguments: [
-                        entry.id, entry.vendorID, entry.deviceID, entry.json, entry.createdAt, entry.expiresAt,
-                        sending ? OutboxState.sending.rawValue : OutboxState.pending.rawValue, sending ? 1 : 0, entry.createdAt,
-                    ])
-                case .transition(let id, let target, let error, let result):
-                    // Cached statements: every command's commit carries marks, and preparing them anew each time
-                    // was a fifth of the commit's CPU.
-                    let select = try db.cachedStatement(sql: "SELECT state FROM outbox WHERE id = ?")
-                    guard let current = try String.fetchOne(select, arguments: [id]),
-                          let state = OutboxState(rawValue: current), Self.allowedSources(of: target).contains(state) else {
-                        skipped.append(id)
-                        continue
-                    }
-                    try db.cachedStatement(sql: Self.transitionSQL).execute(
-                        arguments: [target.rawValue, target == .sending ? 1 : 0, now, error, result, id])
-                }
-            }
-            return skipped
+            try applyChanges(changes, journalCheckpoint: journalCheckpoint, in: db)
         }
+    }
+
+    /// `apply`'s work inside a transaction the caller holds.
+    private func applyChanges(_ changes: [OutboxChange], journalCheckpoint: UInt64?, in db: Database) throws -> [String] {
+        let now = options.clock()
+        var skipped: [String] = []
+        let insert = try db.cachedStatement(sql: """
+            INSERT INTO outbox (id, vendor_id, device_id, json, created_at, expires_at, state, attempts, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (id) DO NOTHING
+            """)
+        for change in changes {
+            switch change {
+            case .insert(let entry, let sending):
+                try insert.execute(arguments: [
+                    entry.id, entry.vendorID, entry.deviceID, entry.json, entry.createdAt, entry.expiresAt,
+                    sending ? OutboxState.sending.rawValue : OutboxState.pending.rawValue, sending ? 1 : 0, entry.createdAt,
+                ])
+            case .transition(let id, let target, let error, let result):
+                // Cached statements: every command's commit carries marks, and preparing them anew each time
+                // was a fifth of the commit's CPU.
+                let select = try db.cachedStatement(sql: "SELECT state FROM outbox WHERE id = ?")
+                guard let current = try String.fetchOne(select, arguments: [id]),
+                      let state = OutboxState(rawValue: current), Self.allowedSources(of: target).contains(state) else {
+                    skipped.append(id)
+                    continue
+                }
+                try db.cachedStatement(sql: Self.transitionSQL).execute(
+                    arguments: [target.rawValue, target == .sending ? 1 : 0, now, error, result, id])
+            }
+        }
+        if let journalCheckpoint {
+            try db.cachedStatement(sql: "UPDATE outbox_journal SET checkpoint = max(checkpoint, ?) WHERE id = 1")
+                .execute(arguments: [Int64(bitPattern: journalCheckpoint)])
+        }
+        return skipped
     }
 
     private static let transitionSQL = """
@@ -203,6 +216,54 @@ extension CacheStore {
                     resultJSON: try row.decode(String?.self, atIndex: 10),
                     updatedAt: try row.decode(Double.self, atIndex: 11))
             }
+        }
+    }
+
+    // MARK: - The outbox journal
+
+    /// Opens the outbox journal beside the database for appending (see `OutboxJournal`), after applying what it
+    /// holds beyond the checkpoint. Fails when another process holds it. `close()` shuts it down.
+    public func openOutboxJournal(capacity: Int = OutboxJournal.defaultCapacity) throws(CacheError) -> OutboxJournal {
+        try ensureOpen("open the outbox journal")
+        if let open = journal.withLock({ $0 }) { return open }
+        let opened = try OutboxJournal(path: OutboxJournal.path(forDatabase: path), capacity: capacity) { records in
+            try applyJournalRecords(records)
+        }
+        journal.withLock { $0 = opened }
+        return opened
+    }
+
+    /// The highest journaled sequence number the outbox holds.
+    public func outboxJournalCheckpoint() throws(CacheError) -> UInt64 {
+        try read("read the outbox journal checkpoint") { db in
+            UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT checkpoint FROM outbox_journal WHERE id = 1") ?? 0)
+        }
+    }
+
+    /// Replays a journal no process holds (a gateway that crashed); one a live gateway holds is its to write.
+    func replayIdleOutboxJournal() throws(CacheError) {
+        guard let (bytes, inUse) = try OutboxJournal.read(path: OutboxJournal.path(forDatabase: path)), !inUse else { return }
+        _ = try applyJournalRecords(OutboxJournal.records(in: bytes))
+    }
+
+    /// Applies, in one transaction, the changes of the records above the checkpoint (read inside it, so two
+    /// openers racing apply each record once) and moves the checkpoint past them; returns the checkpoint.
+    func applyJournalRecords(_ records: [(sequence: UInt64, payload: ArraySlice<UInt8>)]) throws(CacheError) -> UInt64 {
+        let checkpoint = try outboxJournalCheckpoint()
+        let newer = records.filter { $0.sequence > checkpoint }.sorted { $0.sequence < $1.sequence }
+        guard let last = newer.last?.sequence else { return checkpoint }
+        var changes: [OutboxChange] = []
+        for record in newer {
+            guard let decoded = OutboxJournal.decode(record.payload) else {
+                throw CacheError(.openFailed, "the outbox journal beside \(path) holds a record this release cannot read (sequence \(record.sequence)); was it written by a newer release?")
+            }
+            changes += decoded
+        }
+        return try write("replay the outbox journal") { db in
+            let current = UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT checkpoint FROM outbox_journal WHERE id = 1") ?? 0)
+            guard current == checkpoint else { return current }
+            _ = try applyChanges(changes, journalCheckpoint: last, in: db)
+            return last
         }
     }
 }

@@ -41,6 +41,8 @@ public final class CacheStore: Sendable {
     /// Set by `close()`, so later calls fail with `.closed` instead of SQLite's misuse error.
     let isClosed = Atomic<Bool>(false)
     private let commits = CommitCounter()
+    /// The outbox journal once `openOutboxJournal` opened it; shut down by `close()`.
+    let journal = Mutex<OutboxJournal?>(nil)
 
     /// Write transactions committed since the store was opened: each is an fsync with `synchronous = FULL`,
     /// which is what the command path must keep few of (`lbs-bench storage`, the storage tests).
@@ -102,10 +104,19 @@ public final class CacheStore: Sendable {
             try? pool.close()
             throw CacheError.wrap(error, "cannot migrate database at \(path)", as: .migrationFailed)
         }
+
+        // Commands a crashed gateway had journaled but not yet written here: whoever opens the file sees them.
+        do {
+            try replayIdleOutboxJournal()
+        } catch {
+            try? pool.close()
+            throw error
+        }
     }
 
     /// Closes every connection; later calls fail with `.closed`.
     public func close() throws(CacheError) {
+        journal.withLock { $0 }?.shutdown()
         do { try pool.close() } catch { throw CacheError.wrap(error, "cannot close database") }
         isClosed.store(true, ordering: .releasing)
     }

@@ -8,6 +8,7 @@ enum Schema {
         migrator.registerMigration("v2", migrate: createVersion2)
         migrator.registerMigration("v3", migrate: createVersion3)
         migrator.registerMigration("v4", migrate: createVersion4)
+        migrator.registerMigration("v5", migrate: createVersion5)
         return migrator
     }
 
@@ -125,6 +126,18 @@ enum Schema {
                 json TEXT NOT NULL,
                 updated_at REAL NOT NULL
             );
+            """)
+    }
+
+    /// The outbox journal's checkpoint (see `OutboxJournal`): one row, written in the transaction that applies
+    /// journaled changes.
+    private static func createVersion5(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE outbox_journal (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                checkpoint INTEGER NOT NULL
+            );
+            INSERT INTO outbox_journal (id, checkpoint) VALUES (1, 0);
             """)
     }
 }

@@ -9,9 +9,9 @@ struct StoreBasicsTests {
             let path = directory.appendingPathComponent("gateway.sqlite").path
             let store = try CacheStore(path: path)
             #expect(try store.tableNames() == [
-                "alert", "device", "device_state", "outbox", "reading", "reading_hourly", "scene", "series", "tls_pin", "vendor_health", "vendor_value",
+                "alert", "device", "device_state", "outbox", "outbox_journal", "reading", "reading_hourly", "scene", "series", "tls_pin", "vendor_health", "vendor_value",
             ])
-            #expect(try store.appliedMigrations() == ["v1", "v2", "v3", "v4"])
+            #expect(try store.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5"])
             try store.upsertDevices([StoredDevice(id: "d1", vendorID: "v", json: "{}", updatedAt: 1)])
             #expect(try store.vendorValue("device_id", vendorID: "sense", storingIfAbsent: "first") == "first")
             try store.close()
@@ -19,7 +19,7 @@ struct StoreBasicsTests {
             // Re-running the migrator on an existing file changes nothing and keeps the data.
             let reopened = try CacheStore(path: path)
             defer { try? reopened.close() }
-            #expect(try reopened.appliedMigrations() == ["v1", "v2", "v3", "v4"])
+            #expect(try reopened.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5"])
             #expect(try reopened.devices().map(\.id) == ["d1"])
             #expect(try reopened.vendorValue("device_id", vendorID: "sense", storingIfAbsent: "second") == "first", "kept, never replaced")
             #expect(try reopened.vendorValue("device_id", vendorID: "sense2", storingIfAbsent: "other") == "other")
