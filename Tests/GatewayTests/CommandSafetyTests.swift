@@ -21,7 +21,9 @@ import VendorKit
         let vendor: ScriptedVendor
         let store: CacheStore?
 
-        init(configure: (inout GatewayConfig) -> Void = { _ in }, storage: TemporaryDirectory? = nil) async throws {
+        let journal: OutboxJournal?
+
+        init(configure: (inout GatewayConfig) -> Void = { _ in }, storage: TemporaryDirectory? = nil, journal useJournal: Bool = false) async throws {
             var config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "scripted", id: "sv")])
             config.commands.settleWindow = 3
             configure(&config)
@@ -29,9 +31,11 @@ import VendorKit
             if let storage {
                 let store = try CacheStore(path: storage.file("gateway.sqlite"))
                 self.store = store
-                persistence = CacheLink(store: store, logger: Logger(label: "test"))
+                journal = useJournal ? try store.openOutboxJournal() : nil
+                persistence = CacheLink(store: store, logger: Logger(label: "test"), journal: journal)
             } else {
                 store = nil
+                journal = nil
             }
             controller = await GatewayController(config: config, transport: transport, logger: Logger(label: "test"), persistence: persistence)
             vendor = ScriptedVendor()

@@ -67,6 +67,77 @@ import Testing
         #expect(h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("interrupted") })
     }
 
+    // MARK: - With the outbox journal
+
+    @Test func withTheJournalACommandIsAppendedNotCommittedAndReachesTheOutboxBehind() async throws {
+        let directory = try TemporaryDirectory()
+        let h = try await CommandSafetyTests.Harness(storage: directory, journal: true)
+        let store = try #require(h.store)
+        let journal = try #require(h.journal)
+        h.vendor.setMode(.gated)
+        let before = store.committedTransactions
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
+        try await waitUntil("the command reached the vendor") { h.vendor.executed.count == 1 }
+        try await waitUntil("the command was journaled") { journal.lastSequence == 1 }
+        h.vendor.release()
+        #expect(await h.reply("replies/1")?["status"] as? String == "ok")
+        let id = try #require(h.vendor.executed.first?.id)
+        try await waitUntil("the row and its ack reach the database behind") { try store.outboxEntry(id: id)?.state == .acked }
+        #expect(try store.outboxEntry(id: id)?.attempts == 1)
+        #expect(try store.outboxJournalCheckpoint() == 1)
+        #expect(store.committedTransactions - before <= 2, "one shared commit behind (two if the ack missed it)")
+
+        // Back-to-back commands share the commits behind: far fewer commits than commands.
+        h.vendor.setMode(.immediate)
+        let commitsBefore = store.committedTransactions
+        for index in 0..<20 {
+            await h.set("plug", index.isMultiple(of: 2) ? "ON" : "OFF", reply: "replies/b\(index)")
+            #expect(await h.reply("replies/b\(index)")?["status"] as? String == "ok")
+        }
+        try await waitUntil("all acked") { try store.outboxCounts()[.acked, default: 0] == 21 }
+        #expect(store.committedTransactions - commitsBefore < 20, "\(store.committedTransactions - commitsBefore) commits for 20 commands")
+        #expect(try store.outboxJournalCheckpoint() == journal.lastSequence)
+    }
+
+    @Test func withTheJournalACommandJournaledBeforeACrashIsSettledAsInterruptedOnRestart() async throws {
+        let directory = try TemporaryDirectory()
+        let first = try await CommandSafetyTests.Harness(storage: directory, journal: true)
+        first.vendor.setMode(.gated)
+        await first.set("lock", "UNLOCK", reply: "replies/lock")
+        try await waitUntil("the unlock reached the vendor") { first.vendor.executed.count == 1 }
+        let id = try #require(first.vendor.executed.first?.id)
+        #expect(try first.store?.outboxEntry(id: id) == nil || first.store?.outboxEntry(id: id)?.state == .sending)
+        // The process dies mid-call: the journal's lock goes with it; the database may never have seen the command.
+        first.journal?.shutdown()
+
+        let h = try await CommandSafetyTests.Harness(storage: directory, journal: true)
+        await h.controller.resumeOutbox()
+        let store = try #require(h.store)
+        try await waitUntil("settled") { try store.outboxEntry(id: id)?.state == .failed }
+        #expect(h.vendor.executed.isEmpty, "a lock command that may have been sent is never sent again")
+        #expect(h.transport.messages.contains { $0.topic == "lbs/bridge/event" && $0.payload.contains("interrupted") })
+        first.vendor.release()
+    }
+
+    @Test func withTheJournalAQueuedCommandJournaledBeforeACrashRunsOnceOnRestart() async throws {
+        let directory = try TemporaryDirectory()
+        let first = try await CommandSafetyTests.Harness(storage: directory, journal: true)
+        first.vendor.setMode(.gated)
+        await first.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
+        try await waitUntil("the first command reached the vendor") { first.vendor.executed.count == 1 }
+        await first.set("plug", #"{"brightness":40}"#, reply: "replies/2")
+        try await waitUntil("the second was journaled as waiting") { first.journal?.lastSequence == 2 }
+        first.journal?.shutdown()
+
+        let h = try await CommandSafetyTests.Harness(storage: directory, journal: true)
+        await h.controller.resumeOutbox()
+        let store = try #require(h.store)
+        try await waitUntil("the waiting command ran after the restart") { h.vendor.executed.count == 1 }
+        #expect(h.vendor.executed.first?.changes["brightness"] != nil, "the waiting command, not the one in flight")
+        try await waitUntil("acked") { try store.outboxCounts()[.acked, default: 0] == 1 }
+        first.vendor.release()
+    }
+
     private func firstPending(_ store: CacheStore) async throws -> OutboxEntry {
         try await waitUntil("a pending row") { try !store.pending().isEmpty }
         return try #require(try store.pending().first)

@@ -56,6 +56,8 @@ public final class CacheHealth: Sendable {
 /// number of devices whatever the update rate, and shutdown writes one batch, not a backlog.
 public final class CacheLink: Sendable {
     public let store: CacheStore
+    /// The outbox's durable front (see `OutboxJournal`); nil: each stored command costs a database commit.
+    public let journal: OutboxJournal?
     package let logger: Logger
     public let health = CacheHealth()
     /// Readings waiting beyond this many are dropped (the newest) and counted.
@@ -82,9 +84,10 @@ public final class CacheLink: Sendable {
 
     public init(
         store: CacheStore, logger: Logger, maxPendingReadings: Int = 200_000, batchInterval: Duration = .milliseconds(100),
-        clock: any Clock<Duration> = ContinuousClock()
+        clock: any Clock<Duration> = ContinuousClock(), journal: OutboxJournal? = nil
     ) {
         self.store = store
+        self.journal = journal
         self.logger = logger
         self.maxPendingReadings = max(1, maxPendingReadings)
         self.batchInterval = batchInterval
@@ -92,10 +95,21 @@ public final class CacheLink: Sendable {
         self.pending = Mutex(Pending())
     }
 
-    public convenience init(path: String, logger: Logger) throws {
+    /// Opens the cache at `path`; with `outboxJournal`, also its outbox journal (a journal that cannot be opened is
+    /// logged, and commands are then stored by a database commit each).
+    public convenience init(path: String, logger: Logger, outboxJournal: Bool = false) throws {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-        try self.init(store: CacheStore(path: path), logger: logger)
+        let store = try CacheStore(path: path)
+        var journal: OutboxJournal?
+        if outboxJournal {
+            do {
+                journal = try store.openOutboxJournal()
+            } catch {
+                logger.warning("outbox journal unavailable, each stored command costs a database commit: \(error)")
+            }
+        }
+        self.init(store: store, logger: logger, journal: journal)
     }
 
     /// Readings dropped because the writer fell too far behind.

@@ -210,11 +210,13 @@ public enum ConfigLoader {
         // storage
         var storage: StorageSettings?
         if let storageNode = reader.mapping(root["storage"], at: "storage") {
-            reader.rejectUnknownKeys(in: storageNode, at: "storage", allowed: ["path", "retention"])
+            reader.rejectUnknownKeys(in: storageNode, at: "storage", allowed: ["path", "retention", "outbox_journal"])
             let retention = readRetention(storageNode["retention"], reader: &reader)
+            let journal = reader.bool(storageNode["outbox_journal"], at: "storage.outbox_journal")
             if let path = reader.string(storageNode["path"], at: "storage.path", required: true) {
                 storage = StorageSettings(path: ConfigReader.resolve(path, baseDirectory: baseDirectory))
                 storage?.retention = retention
+                if let journal { storage?.outboxJournal = journal }
             }
         }
 

@@ -159,6 +159,10 @@ public struct HomeAssistantSettings: Sendable {
 public struct StorageSettings: Sendable {
     public var path: String
     public var retention = RetentionSettings()
+    /// `storage.outbox_journal`: commands are made durable by a synchronous append to a preallocated file beside
+    /// the database (`<path>-outbox`) and reach the database in shared commits behind; false: one database
+    /// commit per command, as before.
+    public var outboxJournal = true
     public init(path: String) { self.path = path }
 }
 

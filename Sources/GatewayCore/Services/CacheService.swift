@@ -34,5 +34,7 @@ public struct CacheService: NamedService {
             persistence.finish()
         }
         try? persistence.store.checkpoint()
+        // After the gateway's last outbox commit (it stops first): what the journal holds is in the database.
+        persistence.journal?.shutdown()
     }
 }

@@ -72,7 +72,7 @@ public struct GatewayService: NamedService {
         // The broker settings are checked here, so a bad combination stops the start with its error instead of
         // failing the gateway service after the others started.
         try MQTTTransport.configuration(for: config).validate()
-        let persistence = try config.storage.map { try CacheLink(path: $0.path, logger: logger) }
+        let persistence = try config.storage.map { try CacheLink(path: $0.path, logger: logger, outboxJournal: $0.outboxJournal) }
         let context = VendorContext(pinStore: persistence.map { CacheTLSPinStore(store: $0.store) }, logger: logger,
                                     valueStore: persistence.map { CacheVendorValueStore(store: $0.store) })
         // Built before anything runs, so a bad vendor entry stops the start with its error.
