@@ -21,6 +21,8 @@ enum StorageBench {
         var commitDirect: [Double]
         /// The same through `CacheStore.run` from a task (the Dispatch hop the gateway makes).
         var commitFromTask: [Double]
+        /// The same command appended to the outbox journal from a task, as the gateway stores it by default.
+        var journalAppend: [Double]
     }
 
     static let password = "bench-password"
@@ -35,16 +37,16 @@ enum StorageBench {
         let with = try await roundTrips(broker: broker, vendor: .consciousness(base), storage: true, iterations: iterations)
         let demoWithout = try await roundTrips(broker: broker, vendor: .demo, storage: false, iterations: iterations)
         let demoWith = try await roundTrips(broker: broker, vendor: .demo, storage: true, iterations: iterations)
-        let (direct, fromTask) = try await commits(iterations: iterations)
+        let (direct, fromTask, journal) = try await commits(iterations: iterations)
         return Result(
             plainHTTP: plain, withoutStorage: without, withStorage: with, demoWithoutStorage: demoWithout, demoWithStorage: demoWith,
-            commitDirect: direct, commitFromTask: fromTask
+            commitDirect: direct, commitFromTask: fromTask, journalAppend: journal
         )
     }
 
     /// One command stored as the outbox writer stores it (a row inserted as `sending`, one transaction), timed
     /// alone: directly, and through `CacheStore.run` from a task.
-    static func commits(iterations: Int) async throws -> (direct: [Double], fromTask: [Double]) {
+    static func commits(iterations: Int) async throws -> (direct: [Double], fromTask: [Double], journal: [Double]) {
         let directory = try TemporaryDirectory(prefix: "lbs-bench-commit")
         defer { directory.remove() }
         let store = try CacheStore(path: directory.file("gateway.sqlite"))
@@ -64,8 +66,23 @@ enum StorageBench {
             _ = try await store.run { try $0.apply([.insert(item, sending: true)]) }
             if index >= 20 { fromTask.append((ContinuousClock.now - start).inSeconds * 1000) }
         }
+        let outboxJournal = try store.openOutboxJournal()
+        var journal: [Double] = []
+        for index in 0..<(iterations + 20) {
+            let item = entry(200_000 + index)
+            let start = ContinuousClock.now
+            guard case .durable = await outboxJournal.append([.insert(item, sending: true)]) else {
+                throw TestSupportError("the outbox journal did not take command \(index)")
+            }
+            if index >= 20 { journal.append((ContinuousClock.now - start).inSeconds * 1000) }
+            // The gateway's shared commit behind, so the file is reused as it is there.
+            if index.isMultiple(of: 50) {
+                try store.apply([], journalCheckpoint: outboxJournal.lastSequence)
+                outboxJournal.checkpointed(through: outboxJournal.lastSequence)
+            }
+        }
         try store.close()
-        return (direct.sorted(), fromTask.sorted())
+        return (direct.sorted(), fromTask.sorted(), journal.sorted())
     }
 
     /// The control request alone, as the adapter sends it (JSON body, bearer token, one reused connection pool).

@@ -171,7 +171,8 @@ if mode == "storage" {
     line("storage_adds_at_p50_demo", String(format: "%.3f ms (no HTTP: the storage path alone)",
                                             GatewayBench.percentile(result.demoWithStorage, 0.5) - GatewayBench.percentile(result.demoWithoutStorage, 0.5)))
     line("outbox_commit_direct", summary(result.commitDirect) + " (one row stored as sending, synchronous = FULL: the disk's floor)")
-    line("outbox_commit_from_task", summary(result.commitFromTask) + " (the same through CacheStore.run, as the gateway calls it)")
+    line("outbox_commit_from_task", summary(result.commitFromTask) + " (the same through CacheStore.run, as the gateway calls it without the journal)")
+    line("outbox_journal_append", summary(result.journalAppend) + " (the same appended to the outbox journal from a task: O_DSYNC write, the gateway's default)")
     await broker.stop()
 }
 
