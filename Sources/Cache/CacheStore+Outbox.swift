@@ -226,7 +226,8 @@ extension CacheStore {
     public func openOutboxJournal(capacity: Int = OutboxJournal.defaultCapacity) throws(CacheError) -> OutboxJournal {
         try ensureOpen("open the outbox journal")
         if let open = journal.withLock({ $0 }) { return open }
-        let opened = try OutboxJournal(path: OutboxJournal.path(forDatabase: path), capacity: capacity) { records in
+        let opened = try OutboxJournal(path: OutboxJournal.path(forDatabase: path), database: try outboxJournalDatabaseID(),
+                                       capacity: capacity) { records in
             try applyJournalRecords(records)
         }
         journal.withLock { $0 = opened }
@@ -240,10 +241,17 @@ extension CacheStore {
         }
     }
 
+    /// This database's id in the journal's records.
+    func outboxJournalDatabaseID() throws(CacheError) -> UInt64 {
+        try read("read the outbox journal's database id") { db in
+            UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT database_id FROM outbox_journal WHERE id = 1") ?? 0)
+        }
+    }
+
     /// Replays a journal no process holds (a gateway that crashed); one a live gateway holds is its to write.
     func replayIdleOutboxJournal() throws(CacheError) {
         guard let (bytes, inUse) = try OutboxJournal.read(path: OutboxJournal.path(forDatabase: path)), !inUse else { return }
-        _ = try applyJournalRecords(OutboxJournal.records(in: bytes))
+        _ = try applyJournalRecords(OutboxJournal.records(in: bytes, database: try outboxJournalDatabaseID()))
     }
 
     /// Applies, in one transaction, the changes of the records above the checkpoint (read inside it, so two

@@ -16,8 +16,11 @@ import Synchronization
 /// to blocks that already exist, and on a two-core box that CPU is taken from the vendor exchange the command
 /// waits for. Appends that arrive while one is written share the next write (group commit).
 ///
-/// The record: magic (4 bytes, with 0xFF and 0xFE, which UTF-8 text never holds), sequence number (8), payload
-/// length (4), CRC-32 of sequence, length and payload (4), payload (the changes, `OutboxChange` encoded below).
+/// The record: magic (4 bytes, with 0xFF and 0xFE, which UTF-8 text never holds), the database's journal id (8),
+/// sequence number (8), payload length (4), CRC-32 of id, sequence, length and payload (4), payload (the changes,
+/// `OutboxChange` encoded below). A record of another database (a journal left beside a deleted or replaced
+/// file) ends the scan like a torn one. The file is zeroed where it was used at every open (after the replay)
+/// and at a clean shutdown, so a backup restored while the gateway is stopped meets an empty journal.
 /// Little-endian. Records are contiguous from offset 0; a torn or never-written record ends the scan.
 ///
 /// Safety rests on one number: the SQLite outbox stores, in the transaction that writes a batch of changes,
@@ -31,7 +34,7 @@ public final class OutboxJournal: Sendable {
     /// 1 MiB: thousands of commands between two SQLite commits, which come every 50 ms under load.
     public static let defaultCapacity = 1 << 20
     static let magic: UInt32 = 0xFEFF_4A4F
-    static let headerSize = 20
+    static let headerSize = 28
 
     /// The journal file's path for a database at `databasePath`.
     public static func path(forDatabase databasePath: String) -> String { databasePath + "-outbox" }
@@ -43,6 +46,8 @@ public final class OutboxJournal: Sendable {
     /// Below this much free space on its file system the journal takes nothing (`diskLow`).
     public let reserveBytes: Int
     private let descriptor: Int32
+    /// The database's journal id (`outbox_journal.database_id`), in every record.
+    private let database: UInt64
     private let state: Mutex<State>
     private let signal = ThreadSignal()
 
@@ -50,6 +55,8 @@ public final class OutboxJournal: Sendable {
         /// The next record's sequence number and where it goes.
         var nextSequence: UInt64
         var offset = 0
+        /// The end of the part of the file this run wrote (zeroed at a clean shutdown).
+        var used = 0
         /// Every record at or below this is in the SQLite outbox.
         var checkpoint: UInt64
         /// Records waiting for the writer thread, in sequence order.
@@ -83,9 +90,10 @@ public final class OutboxJournal: Sendable {
     /// Opens (creating and preallocating with zeros if needed) the journal at `path` and takes its lock, then hands
     /// its intact records to `replay`, which applies those above the SQLite checkpoint and returns the checkpoint
     /// after that. The first append goes to offset 0 with a sequence number above every record in the file.
-    init(path: String, capacity: Int, reserveBytes: Int = 4 << 20,
+    init(path: String, database: UInt64, capacity: Int, reserveBytes: Int = 4 << 20,
          replay: ([(sequence: UInt64, payload: ArraySlice<UInt8>)]) throws -> UInt64) throws(CacheError) {
         self.path = path
+        self.database = database
         self.capacity = max(capacity, 4096)
         self.reserveBytes = reserveBytes
         let fd = open(path, O_RDWR | O_CREAT | O_DSYNC | O_CLOEXEC, 0o600)
@@ -97,10 +105,14 @@ public final class OutboxJournal: Sendable {
         let checkpoint: UInt64
         let highest: UInt64
         do {
-            let records = Self.records(in: try Self.readAll(fd, path: path))
+            let (records, end) = Self.scan(try Self.readAll(fd, path: path), database: database)
             checkpoint = try replay(records)
             highest = records.map(\.sequence).max() ?? 0
             try Self.preallocate(fd, size: self.capacity, reserve: reserveBytes, path: path)
+            // Replayed: the database holds it all now.
+            if end > 0, let failure = Self.writeFully(fd, [UInt8](repeating: 0, count: end), at: 0) {
+                throw CacheError(.openFailed, failure)
+            }
         } catch {
             close(fd)
             throw CacheError.wrap(error, "cannot replay the outbox journal at \(path)", as: .openFailed)
@@ -143,7 +155,9 @@ public final class OutboxJournal: Sendable {
                 let sequence = state.nextSequence
                 state.nextSequence += 1
                 state.offset = offset + size
-                state.queue.append(Queued(offset: offset, bytes: Self.record(sequence: sequence, payload: payload), continuation: continuation))
+                state.used = max(state.used, state.offset)
+                state.queue.append(Queued(offset: offset, bytes: Self.record(database: database, sequence: sequence, payload: payload),
+                                          continuation: continuation))
                 return nil
             }
             if let result { continuation.resume(returning: result) } else { signal.notify() }
@@ -159,6 +173,7 @@ public final class OutboxJournal: Sendable {
     public var lastSequence: UInt64 { state.withLock { $0.nextSequence - 1 } }
 
     /// Stops the writer thread after what is queued, and releases the lock (closing the file). Later appends fail.
+    /// When the database holds every record, the used part of the file is zeroed first (a clean shutdown).
     public func shutdown() {
         let first = state.withLock { state in
             defer { state.closed = true }
@@ -167,6 +182,8 @@ public final class OutboxJournal: Sendable {
         signal.notify()
         signal.waitForStop()
         guard first else { return }
+        let (clean, used) = state.withLock { ($0.failure == nil && $0.checkpoint >= $0.nextSequence - 1, $0.used) }
+        if clean, used > 0 { _ = Self.writeFully(descriptor, [UInt8](repeating: 0, count: used), at: 0) }
         state.withLock { $0.descriptorClosed = true }
         close(descriptor)
     }
@@ -254,40 +271,50 @@ public final class OutboxJournal: Sendable {
 
     // MARK: - Records
 
-    static func record(sequence: UInt64, payload: [UInt8]) -> [UInt8] {
+    static func record(database: UInt64, sequence: UInt64, payload: [UInt8]) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(headerSize + payload.count)
         bytes.appendLittleEndian(magic)
+        bytes.appendLittleEndian(database)
         bytes.appendLittleEndian(sequence)
         bytes.appendLittleEndian(UInt32(payload.count))
         var crc = CRC32()
-        crc.update(bytes[4..<16])
+        crc.update(bytes[4..<24])
         crc.update(payload[...])
         bytes.appendLittleEndian(crc.value)
         bytes += payload
         return bytes
     }
 
-    static func sequence(ofRecord bytes: [UInt8]) -> UInt64 { bytes.littleEndian(UInt64.self, at: 4) ?? 0 }
+    static func sequence(ofRecord bytes: [UInt8]) -> UInt64 { bytes.littleEndian(UInt64.self, at: 12) ?? 0 }
 
-    /// The intact records of a journal file's bytes, in file order, from offset 0 to the first that is not intact.
-    static func records(in bytes: [UInt8]) -> [(sequence: UInt64, payload: ArraySlice<UInt8>)] {
+    /// The intact records of `database` in a journal file's bytes, in file order, from offset 0 to the first that is
+    /// not intact or not the database's.
+    static func records(in bytes: [UInt8], database: UInt64) -> [(sequence: UInt64, payload: ArraySlice<UInt8>)] {
+        scan(bytes, database: database).records
+    }
+
+    /// `records(in:database:)`, and where the last intact record of any database ends.
+    static func scan(_ bytes: [UInt8], database: UInt64) -> (records: [(sequence: UInt64, payload: ArraySlice<UInt8>)], end: Int) {
         var records: [(UInt64, ArraySlice<UInt8>)] = []
         var offset = 0
+        var ours = true
         while offset + headerSize <= bytes.count, bytes.littleEndian(UInt32.self, at: offset) == magic,
-              let sequence = bytes.littleEndian(UInt64.self, at: offset + 4),
-              let length = bytes.littleEndian(UInt32.self, at: offset + 12).map(Int.init),
-              let crc = bytes.littleEndian(UInt32.self, at: offset + 16),
+              let owner = bytes.littleEndian(UInt64.self, at: offset + 4),
+              let sequence = bytes.littleEndian(UInt64.self, at: offset + 12),
+              let length = bytes.littleEndian(UInt32.self, at: offset + 20).map(Int.init),
+              let crc = bytes.littleEndian(UInt32.self, at: offset + 24),
               offset + headerSize + length <= bytes.count {
             var check = CRC32()
-            check.update(bytes[(offset + 4)..<(offset + 16)])
+            check.update(bytes[(offset + 4)..<(offset + 24)])
             let payload = bytes[(offset + headerSize)..<(offset + headerSize + length)]
             check.update(payload)
             guard check.value == crc else { break }
-            records.append((sequence, payload))
+            ours = ours && owner == database
+            if ours { records.append((sequence, payload)) }
             offset += headerSize + length
         }
-        return records
+        return (records, offset)
     }
 
     /// Reads the journal at `path` (nil when there is none), unless another process holds it (`inUse`).

@@ -130,14 +130,15 @@ enum Schema {
     }
 
     /// The outbox journal's checkpoint (see `OutboxJournal`): one row, written in the transaction that applies
-    /// journaled changes.
+    /// journaled changes; and this database's random id, which every journal record carries.
     private static func createVersion5(_ db: Database) throws {
         try db.execute(sql: """
             CREATE TABLE outbox_journal (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
-                checkpoint INTEGER NOT NULL
+                checkpoint INTEGER NOT NULL,
+                database_id INTEGER NOT NULL
             );
-            INSERT INTO outbox_journal (id, checkpoint) VALUES (1, 0);
+            INSERT INTO outbox_journal (id, checkpoint, database_id) VALUES (1, 0, random());
             """)
     }
 }

@@ -20,23 +20,25 @@ struct OutboxJournalTests {
             .transition(id: "b – ünïcode 🔒", to: .failed, error: "vendor_timeout: no answer", result: nil),
             .transition(id: "c", to: .sending),
         ]
-        let record = OutboxJournal.record(sequence: 42, payload: OutboxJournal.encode(changes))
-        let records = OutboxJournal.records(in: record + [UInt8](repeating: 0, count: 100))
+        let record = OutboxJournal.record(database: 7, sequence: 42, payload: OutboxJournal.encode(changes))
+        let records = OutboxJournal.records(in: record + [UInt8](repeating: 0, count: 100), database: 7)
         #expect(records.count == 1 && records.first?.sequence == 42)
         let decoded = try #require(records.first.flatMap { OutboxJournal.decode($0.payload) })
         #expect(decoded == changes)
     }
 
     @Test func aTornOrCorruptRecordEndsTheScanAndKeepsTheOnesBefore() {
-        let first = OutboxJournal.record(sequence: 1, payload: OutboxJournal.encode([.insert(entry("a"), sending: false)]))
-        let second = OutboxJournal.record(sequence: 2, payload: OutboxJournal.encode([.insert(entry("b"), sending: false)]))
+        let first = OutboxJournal.record(database: 7, sequence: 1, payload: OutboxJournal.encode([.insert(entry("a"), sending: false)]))
+        let second = OutboxJournal.record(database: 7, sequence: 2, payload: OutboxJournal.encode([.insert(entry("b"), sending: false)]))
         // Torn: the second record's last bytes never reached the disk.
-        #expect(OutboxJournal.records(in: first + second.dropLast(3) + [0, 0, 0]).map(\.sequence) == [1])
+        #expect(OutboxJournal.records(in: first + second.dropLast(3) + [0, 0, 0], database: 7).map(\.sequence) == [1])
         // Corrupt: one payload byte flipped.
         var flipped = second
         flipped[flipped.count - 5] ^= 0x40
-        #expect(OutboxJournal.records(in: first + flipped).map(\.sequence) == [1])
-        #expect(OutboxJournal.records(in: first + second).map(\.sequence) == [1, 2])
+        #expect(OutboxJournal.records(in: first + flipped, database: 7).map(\.sequence) == [1])
+        #expect(OutboxJournal.records(in: first + second, database: 7).map(\.sequence) == [1, 2])
+        // Another database's records (a journal left beside a replaced file) are not this one's.
+        #expect(OutboxJournal.records(in: first + second, database: 8).isEmpty)
     }
 
     /// The crash this exists for: commands journaled (the gateway answered), the database never written.
@@ -150,6 +152,52 @@ struct OutboxJournalTests {
             try other.close()
             try owner.close()
             #expect(await journal.append([.insert(entry("c-2"), sending: true)]) == .failed("the outbox journal is closed", sequence: nil))
+        }
+    }
+
+    /// A journal left beside a database that was deleted (a fresh start) must not bring its commands back.
+    @Test func aJournalBesideAReplacedDatabaseIsNotReplayed() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("gateway.sqlite").path
+            let first = try CacheStore(path: path)
+            let journal = try first.openOutboxJournal()
+            #expect(await journal.append([.insert(entry("c-1"), sending: false)]) == .durable(1))
+            journal.shutdown()
+            try first.close()
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+
+            let fresh = try CacheStore(path: path)
+            defer { try? fresh.close() }
+            #expect(try fresh.outboxEntry(id: "c-1") == nil)
+            _ = try fresh.openOutboxJournal()
+            #expect(try fresh.outboxEntry(id: "c-1") == nil)
+        }
+    }
+
+    /// A clean shutdown leaves an empty journal: a backup restored afterwards does not get newer commands again.
+    @Test func aCleanShutdownZeroesTheJournalSoARestoredBackupStaysAsItWas() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("gateway.sqlite").path
+            let backup = directory.appendingPathComponent("backup.sqlite").path
+            let store = try CacheStore(path: path)
+            try store.checkpoint()
+            try FileManager.default.copyItem(atPath: path, toPath: backup)
+            let journal = try store.openOutboxJournal()
+            let insert: [OutboxChange] = [.insert(entry("c-1"), sending: false)]
+            #expect(await journal.append(insert) == .durable(1))
+            try store.apply(insert, journalCheckpoint: 1)
+            journal.checkpointed(through: 1)
+            try store.close()
+            let bytes = try #require(FileManager.default.contents(atPath: OutboxJournal.path(forDatabase: path)))
+            #expect(bytes.prefix(4096).allSatisfy { $0 == 0 }, "the used part is zeroed")
+
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            try FileManager.default.removeItem(atPath: path)
+            try FileManager.default.copyItem(atPath: backup, toPath: path)
+            let restored = try CacheStore(path: path)
+            defer { try? restored.close() }
+            _ = try restored.openOutboxJournal()
+            #expect(try restored.outboxEntry(id: "c-1") == nil)
         }
     }
 }
