@@ -22,6 +22,7 @@ import VendorKit
         let store: CacheStore?
 
         let journal: OutboxJournal?
+        let persistence: CacheLink?
 
         init(configure: (inout GatewayConfig) -> Void = { _ in }, storage: TemporaryDirectory? = nil, journal useJournal: Bool = false) async throws {
             var config = GatewayConfig(mqtt: MQTTSettings(url: "mqtt://127.0.0.1"), vendors: [VendorSettings(type: "scripted", id: "sv")])
@@ -37,6 +38,7 @@ import VendorKit
                 store = nil
                 journal = nil
             }
+            self.persistence = persistence
             controller = await GatewayController(config: config, transport: transport, logger: Logger(label: "test"), persistence: persistence)
             vendor = ScriptedVendor()
             await controller.register(vendor)

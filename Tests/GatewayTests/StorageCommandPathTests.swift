@@ -138,6 +138,26 @@ import Testing
         first.vendor.release()
     }
 
+    /// While storage is unhealthy a command meets the database's answer (a commit of its own), not the journal,
+    /// which would take it whatever state the database is in; a successful commit makes storage healthy again.
+    @Test func withTheJournalACommandAfterAFailedCommitGoesThroughTheDatabase() async throws {
+        let directory = try TemporaryDirectory()
+        let h = try await CommandSafetyTests.Harness(storage: directory, journal: true)
+        let store = try #require(h.store)
+        let journal = try #require(h.journal)
+        let persistence = try #require(h.persistence)
+        persistence.health.recordFailure("a commit failed (test)")
+        let commits = store.committedTransactions
+        await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
+        #expect(await h.reply("replies/1")?["status"] as? String == "ok")
+        #expect(journal.lastSequence == 0, "not journaled while storage was unhealthy")
+        #expect(store.committedTransactions > commits)
+        #expect(persistence.health.snapshot.ok, "the commit that worked made storage healthy")
+        await h.set("plug", #"{"state":"ON"}"#, reply: "replies/2")
+        #expect(await h.reply("replies/2")?["status"] as? String == "ok")
+        #expect(journal.lastSequence == 1, "journaled again once healthy")
+    }
+
     private func firstPending(_ store: CacheStore) async throws -> OutboxEntry {
         try await waitUntil("a pending row") { try !store.pending().isEmpty }
         return try #require(try store.pending().first)

@@ -16,8 +16,9 @@ import GatewayModel
 /// With the outbox journal (`storage.outbox_journal`), what is waited for is a synchronous append to the
 /// journal instead of a commit: the changes then reach the database with the next shared commit (after
 /// `journaledCommitDelay`, with the marks), which also stores the journal's checkpoint. A change the journal holds is never
-/// dropped: a failed commit keeps it for the next. When the journal has no room (the database fell behind) or
-/// fails, the write falls back to a commit of its own, as without the journal.
+/// dropped: a failed commit keeps it for the next. While storage is unhealthy (a commit failed), when the journal
+/// has no room (the database fell behind), the disk is nearly full, or the journal fails, a write falls back to a
+/// commit of its own, as without the journal: the database's answer decides, and a failing one refuses.
 @GatewayActor
 package final class OutboxWriter {
     private let persistence: CacheLink
@@ -62,7 +63,9 @@ package final class OutboxWriter {
     /// Makes `changes` durable (journaled, or committed with whatever else waits) and returns once they are; the
     /// error when not.
     package func write(_ new: [OutboxChange]) async -> (any Error)? {
-        if let journal = persistence.journal {
+        // While the database's commits fail, a command meets the database's answer (and is refused), as without
+        // the journal: the journal would take it, but nothing behind it could be written.
+        if let journal = persistence.journal, persistence.health.snapshot.ok {
             switch await journal.append(new) {
             case .durable(let sequence):
                 changes.append(contentsOf: new.map { Pending(change: $0, journaled: true) })
