@@ -30,7 +30,8 @@ import VendorKit
             await controller.handle(.inventory(vendorID: "demo", devices: vendor.devices))
             for device in vendor.devices { try? await vendor.refresh(device.id) }
             await controller.connected()
-            _ = await transport.wait(for: "lbs/device/demo_air")
+            // The sink hands each state over in a task of its own: they arrive in any order.
+            for device in vendor.devices { _ = await transport.wait(for: "lbs/device/\(device.id.rawValue)") }
         }
 
         func send(_ topic: String, _ payload: String, retain: Bool = false, responseTopic: String? = nil, correlation: [UInt8]? = nil) async {
