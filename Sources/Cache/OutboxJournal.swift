@@ -509,35 +509,34 @@ final class ThreadSignal: @unchecked Sendable {
         condition.deallocate()
     }
 
-    func notify() {
+    /// Wakes `wait`.
+    func notify() { change { $0.pending = true } }
+
+    /// Waits for a `notify`, and consumes it.
+    func wait() { waitUntil({ $0.pending }, then: { $0.pending = false }) }
+
+    /// Tells `waitForStop` the thread ended (for good).
+    func notifyStopped() { change { $0.stopped = true } }
+
+    func waitForStop() { waitUntil({ $0.stopped }, then: { _ in }) }
+
+    private func change(_ body: (ThreadSignal) -> Void) {
         pthread_mutex_lock(mutex)
-        pending = true
+        body(self)
         pthread_cond_broadcast(condition)
         pthread_mutex_unlock(mutex)
     }
 
-    func wait() {
+    private func waitUntil(_ condition: (ThreadSignal) -> Bool, then consume: (ThreadSignal) -> Void) {
         pthread_mutex_lock(mutex)
-        while !pending { pthread_cond_wait(condition, mutex) }
-        pending = false
-        pthread_mutex_unlock(mutex)
-    }
-
-    func notifyStopped() {
-        pthread_mutex_lock(mutex)
-        stopped = true
-        pthread_cond_broadcast(condition)
-        pthread_mutex_unlock(mutex)
-    }
-
-    func waitForStop() {
-        pthread_mutex_lock(mutex)
-        while !stopped { pthread_cond_wait(condition, mutex) }
+        while !condition(self) { pthread_cond_wait(self.condition, mutex) }
+        consume(self)
         pthread_mutex_unlock(mutex)
     }
 }
 
-/// Starts a detached thread running `body`; false when the system refused.
+/// Starts a detached thread running `body`; false when the system refused. (The MQTT module has its own: Cache must
+/// not depend on it.)
 private func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
     final class Context {
         let body: @Sendable () -> Void

@@ -155,6 +155,29 @@ struct OutboxJournalTests {
         }
     }
 
+    /// Appends that meet share the writes; every one is numbered once and comes back after a crash.
+    @Test func concurrentAppendsAreEachDurableOnceAndAllReplayed() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("gateway.sqlite").path
+            let store = try CacheStore(path: path)
+            let journal = try store.openOutboxJournal()
+            let results = await withTaskGroup(of: OutboxJournal.AppendResult.self) { group in
+                for index in 0..<200 { group.addTask { await journal.append([.insert(entry("c-\(index)"), sending: false)]) } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let sequences = results.compactMap { result -> UInt64? in
+                if case .durable(let sequence) = result { return sequence }
+                return nil
+            }
+            #expect(sequences.sorted() == Array(1...200))
+            journal.shutdown()
+            let reopened = try CacheStore(path: path)
+            defer { try? reopened.close() }
+            #expect(try reopened.outboxCounts()[.pending] == 200)
+            try store.close()
+        }
+    }
+
     /// A journal left beside a database that was deleted (a fresh start) must not bring its commands back.
     @Test func aJournalBesideAReplacedDatabaseIsNotReplayed() async throws {
         try await withTemporaryDirectory { directory in
