@@ -37,7 +37,7 @@ struct LBSGateway: AsyncParsableCommand {
         commandName: "lbs-gateway",
         abstract: "MQTT edge gateway for the Living Building System: vendor devices in, normalized MQTT topics out.",
         version: GatewayController.version,
-        subcommands: [Run.self, CheckConfig.self, TLSPin.self, ConfigPaths.self, HomeKitCode.self],
+        subcommands: [Run.self, CheckConfig.self, TLSPin.self, ConfigPaths.self, HomeKitCode.self, SelfTest.self],
         defaultSubcommand: nil
     )
 }
@@ -199,6 +199,28 @@ extension LBSGateway {
                 print("\(failure.problems.count) problem(s) found")
                 throw ExitCode(1)
             }
+        }
+    }
+
+    struct SelfTest: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "self-test",
+            abstract: "Check this build's time zone, calendar, date format and YAML data against known answers.",
+            discussion: """
+                The static build carries only the part of ICU's data the gateway uses (deploy/build-release.sh runs \
+                this after every build). Prints each check and the local time zone; exits 1 when a check fails.
+                """
+        )
+
+        func run() async throws {
+            let checks = RuntimeSelfTest.run()
+            for check in checks {
+                print(check.passed ? "ok   \(check.name): \(check.actual)" : "FAIL \(check.name): got \(check.actual), want \(check.expected)")
+            }
+            print("local time zone: \(RuntimeSelfTest.localTimeZone())")
+            let failed = checks.filter { !$0.passed }.count
+            print(failed == 0 ? "self-test: \(checks.count) checks passed" : "self-test: \(failed) of \(checks.count) checks failed")
+            if failed > 0 { throw ExitCode(1) }
         }
     }
 

@@ -12,7 +12,7 @@ import ModularPower
 /// - k = H(00‖N‖0‖g) as hex; u = H(pad(A)‖pad(B)); x = H(pad(salt)‖H(pool‖user id‖":"‖password));
 /// - the key is HKDF-SHA256(ikm: pad(S), salt: pad(u), info: "Caldera Derived Key") cut to 16 bytes;
 /// - the claim is HMAC-SHA256(key, pool‖user id‖secret block‖timestamp), timestamp as "Thu Mar 5 07:08:09 UTC 2026".
-struct CognitoSRP: Sendable {
+package struct CognitoSRP: Sendable {
     static let modulusHex = SRPGroup.prime3072Hex
     static let modulus = BigUInt(modulusHex, radix: 16) ?? 0
     static let generator = BigUInt(2)
@@ -68,7 +68,7 @@ struct CognitoSRP: Sendable {
     }
 
     /// Cognito's timestamp: `EEE MMM d HH:mm:ss 'UTC' yyyy` in English, UTC, the day not zero-padded.
-    static func timestamp(_ date: Date) -> String {
+    package static func timestamp(_ date: Date) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
