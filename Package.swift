@@ -83,6 +83,8 @@ let package = Package(
         .executable(name: "consciousness-sim", targets: ["ConsciousnessSim"]),
         .executable(name: "lbs-sim", targets: ["LBSSim"]),
         .executable(name: "lbs-bench", targets: ["Bench"]),
+        // deploy/build-release.sh: the part of ICU's data the static build carries.
+        .executable(name: "lbs-icu-data", targets: ["ICUDataFilter"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -231,6 +233,9 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Build tool of deploy/build-release.sh: filters the toolchain's ICU data package (no dependencies, no Foundation).
+        .executableTarget(name: "ICUDataFilter", swiftSettings: strict),
+
         // libFuzzer harnesses (deploy/fuzz.sh).
         .target(name: "FuzzDriver", path: "Fuzz/FuzzDriver", swiftSettings: strict + fuzzTarget),
         .executableTarget(
@@ -248,6 +253,7 @@ let package = Package(
         ),
 
         .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),
+        .testTarget(name: "ICUDataFilterTests", dependencies: ["ICUDataFilter"], swiftSettings: strict),
         .testTarget(name: "MQTTTests", dependencies: ["TestTraits", "MQTT", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "HAPTests", dependencies: ["HAP", "GatewayModel", "ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(name: "CurlHTTPTests", dependencies: ["TestTraits", "CurlHTTP", "ConsciousnessSimulator", "GatewayTesting"], swiftSettings: strict),

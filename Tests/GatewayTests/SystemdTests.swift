@@ -203,6 +203,26 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: root + "/var/lib/lbs-gateway") && !FileManager.default.fileExists(atPath: root + "/etc/lbs-gateway"))
     }
 
+    /// A binary whose self-test fails (a build whose ICU data lacks time zones) is not installed.
+    @Test func installRefusesABinaryThatFailsItsSelfTest() async throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.file("root")
+        let binary = directory.file("lbs-gateway")
+        try """
+        #!/bin/sh
+        [ "$1" = self-test ] && { echo "FAIL time zone Europe/Berlin: got unknown"; exit 1; }
+        exit 0
+        """.write(toFile: binary, atomically: true, encoding: .utf8)
+        _ = chmod(binary, 0o755)
+        var environment = ProcessInfo.processInfo.environment
+        environment["LBS_INSTALL_BINARY"] = binary
+        let process = try ProcessRunner(executable: "/bin/bash", arguments: [Self.repository + "/deploy/install.sh", "--root", root, "--no-build"],
+                                        environment: environment, outputDirectory: directory.path, name: "install-refused")
+        #expect(await process.waitForExit(timeout: .seconds(60)) == .exited(1))
+        #expect(process.standardError().contains("failed its self-test") && process.standardError().contains("Europe/Berlin"), "\(process.standardError())")
+        #expect(!FileManager.default.fileExists(atPath: root + "/usr/local/bin/lbs-gateway"))
+    }
+
     static func size(_ path: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? -1 }
 
     /// What install.sh turns into credentials: every file the config names, valid config or not, existing or not,
