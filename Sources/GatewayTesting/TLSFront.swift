@@ -21,6 +21,9 @@ public final class TLSFront: Sendable {
         var key: KeyMaterial
         var generation = 0
         var starts = 0
+        /// While stopped: a socket bound to the port that never listens. Connections to it are refused (a device
+        /// that is down), and no other test's server can take the port meanwhile (it would answer in its place).
+        var held: Int32?
     }
 
     /// True when `socat` and `openssl` are installed.
@@ -47,6 +50,9 @@ public final class TLSFront: Sendable {
 
     deinit {
         killGroup()
+        state.withLock { state in
+            if let held = state.held { close(held) }
+        }
         directory.remove()
     }
 
@@ -77,12 +83,29 @@ public final class TLSFront: Sendable {
         try await start()
     }
 
-    /// Stops listening and closes every open connection.
+    /// Stops listening and closes every open connection. The port stays reserved (connections are refused) until
+    /// `restart` or the front's end.
     public func stop() async {
         guard let process = state.withLock({ $0.process }) else { return }
         killGroup()
         await process.waitForExit(timeout: .seconds(10))
-        state.withLock { $0.process = nil }
+        state.withLock { state in
+            state.process = nil
+            if state.held == nil { state.held = Self.reserve(port: state.port) }
+        }
+    }
+
+    /// A socket bound to 127.0.0.1:`port` without SO_REUSEADDR and never listening, or nil when the bind fails.
+    private static func reserve(port: Int) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = loopbackAddress(port: port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if bound == 0 { return fd }
+        close(fd)
+        return nil
     }
 
     /// What socat reported (handshake failures appear here).
@@ -103,6 +126,11 @@ public final class TLSFront: Sendable {
     private func start(timeout: Duration = .seconds(10)) async throws {
         var lastOutput = ""
         for _ in 0..<5 {
+            // A stopped front's port is held until it listens again.
+            state.withLock { state in
+                if let held = state.held { close(held) }
+                state.held = nil
+            }
             let (port, key, firstStart) = state.withLock { ($0.port, $0.key, $0.starts == 0) }
             let listen = "OPENSSL-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,verify=0,cert=\(key.certificate),key=\(key.key)"
             // setsid: socat leads its own process group, so `stop()` can end its forked children with it.
