@@ -98,7 +98,9 @@ let package = Package(
         // Already there for swift-websocket and Hummingbird; named for the HomeKit vendor's TCP sessions.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // No traits: the gateway uses neither swift-configuration readers nor the URL-encoded form coders that need
+        // full Foundation (Hummingbird then builds on FoundationEssentials, and swift-configuration is not built).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
