@@ -249,7 +249,8 @@ extension CacheStore {
     }
 
     /// Replays a journal no process holds (a gateway that crashed); one a live gateway holds is its to write.
-    func replayIdleOutboxJournal() throws(CacheError) {
+    /// Opening the store does this unless `Options.replaysOutboxJournal` is false.
+    public func replayIdleOutboxJournal() throws(CacheError) {
         guard let (bytes, inUse) = try OutboxJournal.read(path: OutboxJournal.path(forDatabase: path)), !inUse else { return }
         _ = try applyJournalRecords(OutboxJournal.records(in: bytes, database: try outboxJournalDatabaseID()))
     }

@@ -27,6 +27,11 @@ public final class CacheStore: Sendable {
         public var busyTimeoutSeconds: Double = 5
         /// The current time in Unix seconds; injected by tests.
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        /// Whether opening applies what an idle outbox journal beside the file holds (a crashed gateway's commands).
+        /// An opener that goes on to `openOutboxJournal()` sets false: that replays the journal under its own lock,
+        /// and reading the 1 MiB file twice would be wasted; if it fails, that opener calls
+        /// `replayIdleOutboxJournal()`.
+        public var replaysOutboxJournal = true
 
         /// Creates the default options.
         public init() {}
@@ -106,6 +111,7 @@ public final class CacheStore: Sendable {
         }
 
         // Commands a crashed gateway had journaled but not yet written here: whoever opens the file sees them.
+        guard options.replaysOutboxJournal else { return }
         do {
             try replayIdleOutboxJournal()
         } catch {

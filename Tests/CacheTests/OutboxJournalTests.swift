@@ -75,6 +75,39 @@ struct OutboxJournalTests {
         }
     }
 
+    /// The gateway opens the journal itself right after the store: the store then leaves the replay to it, so the
+    /// file is read once, and what the crash left is in the outbox before the journal takes its first append.
+    @Test func anOpenerThatOpensTheJournalItselfReplaysItThere() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("gateway.sqlite").path
+            let crashed = try CacheStore(path: path)
+            let journal = try crashed.openOutboxJournal()
+            #expect(await journal.append([.insert(entry("d-1"), sending: false)]) == .durable(1))
+            journal.shutdown()
+
+            var options = CacheStore.Options()
+            options.replaysOutboxJournal = false
+            let next = try CacheStore(path: path, options: options)
+            #expect(try next.outboxEntry(id: "d-1") == nil, "opening the store left the journal alone")
+            let reopened = try next.openOutboxJournal()
+            #expect(try next.outboxEntry(id: "d-1")?.state == .pending)
+            #expect(reopened.lastSequence == 1)
+            try next.close()
+
+            // An opener whose journal cannot be opened replays it on its own (here a live holder has it: left alone).
+            let holder = try CacheStore(path: path)
+            let held = try holder.openOutboxJournal()
+            #expect(await held.append([.insert(entry("d-2"), sending: false)]) == .durable(2))
+            let other = try CacheStore(path: path, options: options)
+            #expect(throws: CacheError.self) { try other.openOutboxJournal() }
+            try other.replayIdleOutboxJournal()
+            #expect(try other.outboxEntry(id: "d-2") == nil, "a live gateway's journal is its own to write")
+            try other.close()
+            try holder.close()
+            try crashed.close()
+        }
+    }
+
     @Test func recordsTheDatabaseAlreadyHoldsAreNotAppliedAgain() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("gateway.sqlite").path

@@ -100,13 +100,23 @@ public final class CacheLink: Sendable {
     public convenience init(path: String, logger: Logger, outboxJournal: Bool = false) throws {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-        let store = try CacheStore(path: path)
+        // With the journal, opening it replays what a crash left in it (one read of the file, under its lock).
+        var options = CacheStore.Options()
+        options.replaysOutboxJournal = !outboxJournal
+        let store = try CacheStore(path: path, options: options)
         var journal: OutboxJournal?
         if outboxJournal {
             do {
                 journal = try store.openOutboxJournal()
             } catch {
                 logger.warning("outbox journal unavailable, each stored command costs a database commit: \(error)")
+                // What it holds must still reach the outbox (a journal another live process holds is left alone).
+                do {
+                    try store.replayIdleOutboxJournal()
+                } catch {
+                    try? store.close()
+                    throw error
+                }
             }
         }
         self.init(store: store, logger: logger, journal: journal)
