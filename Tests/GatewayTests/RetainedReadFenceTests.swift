@@ -8,7 +8,8 @@ import VendorKit
 import Testing
 
 /// A retained read-back ends when its fence comes back behind the broker's copies, not after a fixed grace. The
-/// clock here is never advanced unless the test says so: a read that returns ended by its fence.
+/// clock here is never advanced unless the test says so: a read that returns ended by its fence. The waits are long
+/// (30 s) only because the suite starts hundreds of tests at once on two cores; they end as soon as the read runs.
 @Suite struct RetainedReadFenceTests {
     struct Rig {
         let transport = RecordingTransport()
@@ -27,7 +28,7 @@ import Testing
         let hub = await rig.controller.hub
         let read = Task { await hub.readRetained(["lbs/device/demo_a", "lbs/device/demo_b"]) }
         var fence: RecordingTransport.Published?
-        try await waitUntil("the fence published", timeout: .seconds(5)) {
+        try await waitUntil("the fence published", timeout: .seconds(30)) {
             fence = rig.transport.messages.first { $0.topic.hasPrefix("lbs/bridge/fence/") }
             return fence != nil
         }
@@ -50,7 +51,7 @@ import Testing
         let rig = await Rig()
         let hub = await rig.controller.hub
         let read = Task { await hub.readRetained(["lbs/energy/home"]) }
-        try await waitUntil("the read waits", timeout: .seconds(5)) { rig.clock.sleeperCount > 0 }
+        try await waitUntil("the read waits", timeout: .seconds(30)) { rig.clock.sleeperCount > 0 }
         rig.clock.advance(by: .milliseconds(500))   // GatewayHub.retainedReadGrace
         #expect(await read.value)
         #expect(await hub.pendingFences.isEmpty)
