@@ -91,7 +91,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
-        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/attaswift/BigInt.git", from: "6.0.1"),
@@ -129,8 +128,10 @@ let package = Package(
         .target(name: "GatewayModel", swiftSettings: strict + fuzzed),
         // Breaker, retry, quotas: pure logic with an injected clock.
         .target(name: "Resilience", dependencies: ["GatewayModel"], swiftSettings: strict),
-        // SQLite cache, outbox and history through GRDB on Debian's libsqlite3.
-        .target(name: "Cache", dependencies: [.product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+        // SQLite cache, outbox and history on Debian's libsqlite3, through a thin layer of its own (Cache/SQLite):
+        // raw SQL, a writer and reader connections, prepared statements kept per connection.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "Cache", dependencies: ["CSQLite"], swiftSettings: strict),
         // What every vendor builds on: the config reader and shared options, HTTP with breaker, retry and
         // quota, TLS trust, secrets, the push-stream helper. The `Vendor` protocol itself is in GatewayModel.
         .target(
@@ -260,7 +261,7 @@ let package = Package(
         .testTarget(name: "HAPTests", dependencies: ["HAP", "GatewayModel", "ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(name: "CurlHTTPTests", dependencies: ["TestTraits", "CurlHTTP", "ConsciousnessSimulator", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "ResilienceTests", dependencies: ["TestTraits", "Resilience", "GatewayTesting"], swiftSettings: strict),
-        .testTarget(name: "CacheTests", dependencies: ["TestTraits", "Cache", "GatewayTesting"], swiftSettings: strict),
+        .testTarget(name: "CacheTests", dependencies: ["TestTraits", "Cache", "CSQLite", "GatewayTesting"], swiftSettings: strict),
         .testTarget(
             name: "VendorTests",
             dependencies: ["TestTraits", "VendorKit", "VendorTesting", "ConsciousnessSimulator", "VendorSimulators", "SimulatorKit", "GatewayTesting", "LBSGatewayApp", "GatewayCore", "GatewayModel", "Resilience", "CurlHTTP",

@@ -1,5 +1,3 @@
-import GRDB
-
 /// A failure of the gateway store, with a stable code and a readable message.
 public struct CacheError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What kind of failure happened.
@@ -44,11 +42,8 @@ public struct CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         switch error {
         case let cacheError as CacheError:
             return cacheError
-        case let databaseError as DatabaseError:
-            let detail = databaseError.message ?? "no message"
-            return CacheError(code, "\(context): \(detail) (SQLite \(databaseError.extendedResultCode.rawValue))")
-        case let decodingError as RowDecodingError:
-            return CacheError(.corruptRow, "\(context): \(String(describing: decodingError))")
+        case let sqliteError as SQLiteError:
+            return CacheError(sqliteError.isTypeMismatch ? .corruptRow : code, "\(context): \(sqliteError.message) (SQLite \(sqliteError.code))")
         default:
             return CacheError(code, "\(context): \(String(describing: error))")
         }

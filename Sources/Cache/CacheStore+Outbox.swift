@@ -1,5 +1,4 @@
 import Synchronization
-import GRDB
 
 extension CacheStore {
     private static let outboxColumns = """
@@ -54,7 +53,7 @@ extension CacheStore {
     }
 
     /// `apply`'s work inside a transaction the caller holds.
-    private func applyChanges(_ changes: [OutboxChange], journalCheckpoint: UInt64?, in db: Database) throws -> [String] {
+    private func applyChanges(_ changes: [OutboxChange], journalCheckpoint: UInt64?, in db: SQLiteConnection) throws -> [String] {
         let now = options.clock()
         var skipped: [String] = []
         let insert = try db.cachedStatement(sql: """
@@ -128,7 +127,7 @@ extension CacheStore {
     public func outboxCounts() throws(CacheError) -> [OutboxState: Int] {
         try read("count outbox") { db in
             var counts = Dictionary(uniqueKeysWithValues: OutboxState.allCases.map { ($0, 0) })
-            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) FROM outbox GROUP BY state") {
+            for row in try SQLiteRow.fetchAll(db, sql: "SELECT state, count(*) FROM outbox GROUP BY state") {
                 if let state = OutboxState(rawValue: try row.decode(String.self, atIndex: 0)) {
                     counts[state] = try row.decode(Int.self, atIndex: 1)
                 }
@@ -197,7 +196,7 @@ extension CacheStore {
 
     private func fetchEntries(_ sql: String, _ arguments: StatementArguments) throws(CacheError) -> [OutboxEntry] {
         try read("read outbox") { db in
-            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+            try SQLiteRow.fetchAll(db, sql: sql, arguments: arguments).map { row in
                 let stateText = try row.decode(String.self, atIndex: 7)
                 guard let state = OutboxState(rawValue: stateText) else {
                     throw CacheError(.corruptRow, "outbox row has unknown state \(stateText)")

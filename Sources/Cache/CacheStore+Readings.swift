@@ -1,4 +1,3 @@
-import GRDB
 import Synchronization
 
 extension CacheStore {
@@ -28,7 +27,7 @@ extension CacheStore {
         guard from.isFinite, to.isFinite else { throw CacheError(.invalidInput, "history range must be finite") }
         guard from < to else { return [] }
         return try read("read history") { db in
-            guard let series = try Row.fetchOne(
+            guard let series = try SQLiteRow.fetchOne(
                 db, sql: "SELECT id, kind FROM series WHERE device_id = ? AND key = ?", arguments: [deviceID, key])
             else { return [] }
             let seriesID = try series.decode(Int64.self, atIndex: 0)
@@ -68,7 +67,7 @@ extension CacheStore {
     }
 
     /// Inserts readings; returns the series ids it had to look up or create (to cache after commit).
-    static func insert(_ readings: [Reading], into db: Database, knownSeries: [SeriesKey: Int64]) throws -> [SeriesKey: Int64] {
+    static func insert(_ readings: [Reading], into db: SQLiteConnection, knownSeries: [SeriesKey: Int64]) throws -> [SeriesKey: Int64] {
         let insertReading = try db.cachedStatement(sql: """
             INSERT INTO reading (series_id, time, value) VALUES (?, ?, ?)
             ON CONFLICT (series_id, time) DO UPDATE SET value = excluded.value
@@ -100,12 +99,12 @@ extension CacheStore {
     }
 
     /// Raw samples of a series in `[from, to)`, oldest first.
-    static func samples(_ db: Database, seriesID: Int64, from: Double, to: Double) throws -> [Sample] {
+    static func samples(_ db: SQLiteConnection, seriesID: Int64, from: Double, to: Double) throws -> [Sample] {
         let statement = try db.cachedStatement(sql: """
             SELECT time, value FROM reading WHERE series_id = ? AND time >= ? AND time < ? ORDER BY time
             """)
         var samples: [Sample] = []
-        let cursor = try Row.fetchCursor(statement, arguments: [seriesID, from, to])
+        let cursor = try SQLiteRow.fetchCursor(statement, arguments: [seriesID, from, to])
         while let row = try cursor.next() {
             samples.append(Sample(time: try row.decode(Double.self, atIndex: 0), value: try row.decode(Double.self, atIndex: 1)))
         }
@@ -113,12 +112,12 @@ extension CacheStore {
     }
 
     /// Stored hourly aggregates of a series with `from <= hour_start < to`.
-    static func storedHours(_ db: Database, seriesID: Int64, from: Int64, to: Double) throws -> [HourAggregate] {
+    static func storedHours(_ db: SQLiteConnection, seriesID: Int64, from: Int64, to: Double) throws -> [HourAggregate] {
         let statement = try db.cachedStatement(sql: """
             SELECT hour_start, min, max, avg, last, last_time, sum, count FROM reading_hourly
             WHERE series_id = ? AND hour_start >= ? AND hour_start < ? ORDER BY hour_start
             """)
-        return try Row.fetchAll(statement, arguments: [seriesID, from, to]).map { row in
+        return try SQLiteRow.fetchAll(statement, arguments: [seriesID, from, to]).map { row in
             HourAggregate(
                 hourStart: try row.decode(Int64.self, atIndex: 0),
                 min: try row.decode(Double.self, atIndex: 1),
@@ -132,11 +131,11 @@ extension CacheStore {
     }
 
     /// The series' latest value before `time`: a raw sample, or the last value of an earlier roll-up.
-    static func previousValue(_ db: Database, seriesID: Int64, before time: Double) throws -> Double? {
-        let raw = try Row.fetchOne(
+    static func previousValue(_ db: SQLiteConnection, seriesID: Int64, before time: Double) throws -> Double? {
+        let raw = try SQLiteRow.fetchOne(
             db.cachedStatement(sql: "SELECT time, value FROM reading WHERE series_id = ? AND time < ? ORDER BY time DESC LIMIT 1"),
             arguments: [seriesID, time])
-        let rolled = try Row.fetchOne(
+        let rolled = try SQLiteRow.fetchOne(
             db.cachedStatement(sql: """
                 SELECT last_time, last FROM reading_hourly WHERE series_id = ? AND hour_start < ?
                 ORDER BY hour_start DESC LIMIT 1

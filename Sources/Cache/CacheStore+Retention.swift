@@ -1,5 +1,3 @@
-import GRDB
-
 extension CacheStore {
     /// One bounded step of retention (seeds 004 §6), in one short write transaction.
     ///
@@ -19,7 +17,7 @@ extension CacheStore {
         return try write("run retention") { db in
             var report = RetentionReport()
             var budget = maxRows
-            let allSeries = try Row.fetchAll(db, sql: "SELECT id, kind, category FROM series ORDER BY id").map { row in
+            let allSeries = try SQLiteRow.fetchAll(db, sql: "SELECT id, kind, category FROM series ORDER BY id").map { row in
                 (id: try row.decode(Int64.self, atIndex: 0),
                  kind: ReadingKind(rawValue: try row.decode(String.self, atIndex: 1)) ?? .measurement,
                  category: ReadingCategory(rawValue: try row.decode(String.self, atIndex: 2)) ?? .energy)
@@ -72,14 +70,14 @@ extension CacheStore {
     /// (nothing else was done in this step); otherwise the step ends and the next one takes it.
     /// `blocked` says that rows of this series remain, so the step must end.
     private static func rollUp(
-        _ db: Database, seriesID: Int64, kind: ReadingKind, before cutoff: Double, budget: Int,
+        _ db: SQLiteConnection, seriesID: Int64, kind: ReadingKind, before cutoff: Double, budget: Int,
         mayTakeOversizedHour: Bool
     ) throws -> (rows: Int, hours: Int, blocked: Bool) {
         let oldest = try db.cachedStatement(sql: """
             SELECT time, value FROM reading WHERE series_id = ? AND time < ? ORDER BY time LIMIT ?
             """)
         var samples: [Sample] = []
-        let cursor = try Row.fetchCursor(oldest, arguments: [seriesID, cutoff, budget + 1])
+        let cursor = try SQLiteRow.fetchCursor(oldest, arguments: [seriesID, cutoff, budget + 1])
         while let row = try cursor.next() {
             samples.append(Sample(time: try row.decode(Double.self, atIndex: 0), value: try row.decode(Double.self, atIndex: 1)))
         }

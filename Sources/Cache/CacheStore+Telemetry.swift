@@ -1,4 +1,3 @@
-import GRDB
 import Synchronization
 
 /// What the cache writer keeps of the gateway's telemetry: registry changes, latest states, readings and
@@ -39,7 +38,6 @@ extension CacheStore {
                 if !batch.states.isEmpty { try Self.save(batch.states, in: db) }
                 if !readings.isEmpty { created = try Self.insert(readings, into: db, knownSeries: known) }
                 for (vendorID, json) in batch.health { try Self.saveHealth(vendorID: vendorID, json: json, at: now, in: db) }
-                return .commit
             }
             return created
         }

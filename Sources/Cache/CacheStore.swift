@@ -6,14 +6,14 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import GRDB
 import Synchronization
 
 /// The gateway's SQLite cache: device registry, latest states, reading history, command outbox,
 /// vendor health and TLS pins, in one WAL database file.
 ///
-/// Every method is synchronous and thread-safe; writes go through GRDB's single writer connection,
-/// which runs with `synchronous = FULL` so a committed outbox row survives a power cut.
+/// Every method is synchronous and thread-safe; writes go through the pool's single writer connection
+/// (`SQLitePool`, on Debian's libsqlite3), which runs with `synchronous = FULL` so a committed outbox row survives a
+/// power cut.
 public final class CacheStore: Sendable {
     /// Tuning knobs; the defaults suit an SD-card edge box.
     public struct Options: Sendable {
@@ -39,19 +39,18 @@ public final class CacheStore: Sendable {
 
     /// The database file path.
     public let path: String
-    let pool: DatabasePool
+    let pool: SQLitePool
     let options: Options
     /// Series ids by (device, key, kind, category); filled only after the inserting transaction committed.
     let seriesIDs = Mutex<[SeriesKey: Int64]>([:])
     /// Set by `close()`, so later calls fail with `.closed` instead of SQLite's misuse error.
     let isClosed = Atomic<Bool>(false)
-    private let commits = CommitCounter()
     /// The outbox journal once `openOutboxJournal` opened it; shut down by `close()`.
     let journal = Mutex<OutboxJournal?>(nil)
 
     /// Write transactions committed since the store was opened: each is an fsync with `synchronous = FULL`,
     /// which is what the command path must keep few of (`lbs-bench storage`, the storage tests).
-    public var committedTransactions: Int { commits.count.load(ordering: .relaxed) }
+    public var committedTransactions: Int { pool.committedTransactions }
 
     /// Opens (creating if needed) the database at `path` with default options, and migrates it.
     public convenience init(path: String) throws(CacheError) {
@@ -64,38 +63,31 @@ public final class CacheStore: Sendable {
         self.path = path
         self.options = options
 
-        var configuration = Configuration()
-        configuration.label = "CacheStore"
-        configuration.busyMode = .timeout(options.busyTimeoutSeconds)
-        configuration.maximumReaderCount = max(1, options.maximumReaderCount)
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA temp_store = MEMORY")
-        }
         Self.restrictPermissions(path)
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
+            pool = try SQLitePool(path: path, readerCount: options.maximumReaderCount, busyTimeoutSeconds: options.busyTimeoutSeconds) { db in
+                try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            }
             // SQLite gives -wal and -shm the main file's mode; fix ones an older release left readable.
             Self.restrictPermissions(path)
         } catch {
             throw CacheError.wrap(error, "cannot open database at \(path)", as: .openFailed)
         }
 
-        // GRDB switches the writer to synchronous = NORMAL while enabling WAL, after running
-        // `prepareDatabase`; the writer is one connection for the pool's life, so setting FULL here holds.
+        // The writer is one connection for the pool's life, so these hold for every write.
         // secure_delete = FAST: Debian builds with SECURE_DELETE, which would zero every deleted
         // reading and double the writes of retention on flash.
         do {
-            try pool.barrierWriteWithoutTransaction { db in
+            try pool.writeWithoutTransaction { db in
                 try db.execute(sql: """
                     PRAGMA synchronous = FULL;
                     PRAGMA secure_delete = FAST;
                     PRAGMA journal_size_limit = \(max(0, options.journalSizeLimitBytes));
                     PRAGMA wal_autocheckpoint = \(max(0, options.walAutoCheckpointPages));
                     """)
-                db.add(transactionObserver: commits, extent: .databaseLifetime)
             }
         } catch {
-            try? pool.close()
+            pool.close()
             throw CacheError.wrap(error, "cannot configure database at \(path)", as: .openFailed)
         }
 
@@ -106,7 +98,7 @@ public final class CacheStore: Sendable {
             }
             try migrator.migrate(pool)
         } catch {
-            try? pool.close()
+            pool.close()
             throw CacheError.wrap(error, "cannot migrate database at \(path)", as: .migrationFailed)
         }
 
@@ -115,7 +107,7 @@ public final class CacheStore: Sendable {
         do {
             try replayIdleOutboxJournal()
         } catch {
-            try? pool.close()
+            pool.close()
             throw error
         }
     }
@@ -123,7 +115,7 @@ public final class CacheStore: Sendable {
     /// Closes every connection; later calls fail with `.closed`.
     public func close() throws(CacheError) {
         journal.withLock { $0 }?.shutdown()
-        do { try pool.close() } catch { throw CacheError.wrap(error, "cannot close database") }
+        pool.close()
         isClosed.store(true, ordering: .releasing)
     }
 
@@ -146,7 +138,7 @@ public final class CacheStore: Sendable {
         }
     }
 
-    /// The names of the tables in the file, sorted (SQLite's and GRDB's own tables excluded).
+    /// The names of the tables in the file, sorted (SQLite's own and the migration record `grdb_migrations` excluded).
     public func tableNames() throws(CacheError) -> [String] {
         try read("list tables") { db in
             try String.fetchAll(db, sql: """
@@ -164,7 +156,7 @@ public final class CacheStore: Sendable {
     /// Copies the WAL into the database file and truncates the WAL; call when idle.
     public func checkpoint() throws(CacheError) {
         try writeWithoutTransaction("checkpoint") { db in
-            _ = try db.checkpoint(.truncate)
+            try db.checkpointTruncating()
         }
     }
 
@@ -176,7 +168,7 @@ public final class CacheStore: Sendable {
         try write("upsert devices") { db in try Self.upsert(devices, in: db) }
     }
 
-    static func upsert(_ devices: [StoredDevice], in db: Database) throws {
+    static func upsert(_ devices: [StoredDevice], in db: SQLiteConnection) throws {
         try executeEach(devices, in: db, sql: """
             INSERT INTO device (id, vendor_id, json, updated_at) VALUES (?, ?, ?, ?)
             ON CONFLICT (id) DO UPDATE SET
@@ -185,7 +177,7 @@ public final class CacheStore: Sendable {
     }
 
     /// Runs one cached statement for each row.
-    static func executeEach<Row>(_ rows: [Row], in db: Database, sql: String, arguments: (Row) -> StatementArguments) throws {
+    static func executeEach<Row>(_ rows: [Row], in db: SQLiteConnection, sql: String, arguments: (Row) -> StatementArguments) throws {
         let statement = try db.cachedStatement(sql: sql)
         for row in rows { try statement.execute(arguments: arguments(row)) }
     }
@@ -197,7 +189,7 @@ public final class CacheStore: Sendable {
         return try write("remove devices") { db in try Self.remove(ids, in: db) }
     }
 
-    static func remove(_ ids: [String], in db: Database) throws -> Int {
+    static func remove(_ ids: [String], in db: SQLiteConnection) throws -> Int {
         let deleteDevice = try db.cachedStatement(sql: "DELETE FROM device WHERE id = ?")
         let deleteState = try db.cachedStatement(sql: "DELETE FROM device_state WHERE device_id = ?")
         var removed = 0
@@ -212,13 +204,13 @@ public final class CacheStore: Sendable {
     /// Every stored device description, optionally only one vendor's, ordered by id.
     public func devices(vendorID: String? = nil) throws(CacheError) -> [StoredDevice] {
         try read("read devices") { db in
-            let rows: [Row]
+            let rows: [SQLiteRow]
             if let vendorID {
-                rows = try Row.fetchAll(
+                rows = try SQLiteRow.fetchAll(
                     db, sql: "SELECT id, vendor_id, json, updated_at FROM device WHERE vendor_id = ? ORDER BY id",
                     arguments: [vendorID])
             } else {
-                rows = try Row.fetchAll(db, sql: "SELECT id, vendor_id, json, updated_at FROM device ORDER BY id")
+                rows = try SQLiteRow.fetchAll(db, sql: "SELECT id, vendor_id, json, updated_at FROM device ORDER BY id")
             }
             return try rows.map { row in
                 StoredDevice(
@@ -238,7 +230,7 @@ public final class CacheStore: Sendable {
         try write("save states") { db in try Self.save(states, in: db) }
     }
 
-    static func save(_ states: [StoredState], in db: Database) throws {
+    static func save(_ states: [StoredState], in db: SQLiteConnection) throws {
         try executeEach(states, in: db, sql: """
             INSERT INTO device_state (device_id, json, source_time, updated_at) VALUES (?, ?, ?, ?)
             ON CONFLICT (device_id) DO UPDATE SET
@@ -249,7 +241,7 @@ public final class CacheStore: Sendable {
     /// Every stored latest state, ordered by device id.
     public func states() throws(CacheError) -> [StoredState] {
         try read("read states") { db in
-            try Row.fetchAll(
+            try SQLiteRow.fetchAll(
                 db, sql: "SELECT device_id, json, source_time, updated_at FROM device_state ORDER BY device_id"
             ).map { row in
                 StoredState(
@@ -269,7 +261,7 @@ public final class CacheStore: Sendable {
         try write("save vendor health") { db in try Self.saveHealth(vendorID: vendorID, json: json, at: now, in: db) }
     }
 
-    static func saveHealth(vendorID: String, json: String, at now: Double, in db: Database) throws {
+    static func saveHealth(vendorID: String, json: String, at now: Double, in db: SQLiteConnection) throws {
         try db.execute(
             sql: """
                 INSERT INTO vendor_health (vendor_id, json, updated_at) VALUES (?, ?, ?)
@@ -282,7 +274,7 @@ public final class CacheStore: Sendable {
     public func vendorHealth() throws(CacheError) -> [String: String] {
         try read("read vendor health") { db in
             var health: [String: String] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT vendor_id, json FROM vendor_health") {
+            for row in try SQLiteRow.fetchAll(db, sql: "SELECT vendor_id, json FROM vendor_health") {
                 health[try row.decode(String.self, atIndex: 0)] = try row.decode(String.self, atIndex: 1)
             }
             return health
@@ -313,7 +305,7 @@ public final class CacheStore: Sendable {
     public func alerts() throws(CacheError) -> [String: String] {
         try read("read alerts") { db in
             var alerts: [String: String] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT id, json FROM alert") {
+            for row in try SQLiteRow.fetchAll(db, sql: "SELECT id, json FROM alert") {
                 alerts[try row.decode(String.self, atIndex: 0)] = try row.decode(String.self, atIndex: 1)
             }
             return alerts
@@ -361,7 +353,9 @@ public final class CacheStore: Sendable {
     public func scenes() throws(CacheError) -> [String: String] {
         try read("read scenes") { db in
             var scenes: [String: String] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT id, json FROM scene") { scenes[row["id"]] = row["json"] }
+            for row in try SQLiteRow.fetchAll(db, sql: "SELECT id, json FROM scene") {
+                scenes[try row.decode(String.self, atIndex: 0)] = try row.decode(String.self, atIndex: 1)
+            }
             return scenes
         }
     }
@@ -429,24 +423,18 @@ public final class CacheStore: Sendable {
     }
 
     /// Runs `body` in one write transaction, mapping failures to `CacheError`.
-    func write<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+    func write<T>(_ context: String, _ body: (SQLiteConnection) throws -> T) throws(CacheError) -> T {
         try ensureOpen(context)
         do {
             guard let db = BoundConnection.database else { return try pool.write(body) }
-            var result: T?
-            try db.inTransaction {
-                result = try body(db)
-                return .commit
-            }
-            guard let result else { throw CacheError(.invalidInput, "cannot \(context): no result") }
-            return result
+            return try db.inTransaction(.immediate) { try body(db) }
         } catch {
             throw CacheError.wrap(error, "cannot \(context)")
         }
     }
 
     /// Runs `body` on the writer connection outside a transaction.
-    func writeWithoutTransaction<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+    func writeWithoutTransaction<T>(_ context: String, _ body: (SQLiteConnection) throws -> T) throws(CacheError) -> T {
         try ensureOpen(context)
         do {
             if let db = BoundConnection.database { return try body(db) }
@@ -457,7 +445,7 @@ public final class CacheStore: Sendable {
     }
 
     /// Runs `body` on a reader connection (a consistent snapshot).
-    func read<T>(_ context: String, _ body: (Database) throws -> T) throws(CacheError) -> T {
+    func read<T>(_ context: String, _ body: (SQLiteConnection) throws -> T) throws(CacheError) -> T {
         try ensureOpen(context)
         do {
             if let db = BoundConnection.database { return try body(db) }
@@ -479,13 +467,4 @@ extension CacheStore {
             _ = chmod(file, 0o600)
         }
     }
-}
-
-/// Counts the writer's commits (no row events are observed, so it costs nothing per row).
-final class CommitCounter: TransactionObserver, Sendable {
-    let count = Atomic<Int>(0)
-    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
-    func databaseDidChange(with event: DatabaseEvent) {}
-    func databaseDidCommit(_ db: Database) { count.add(1, ordering: .relaxed) }
-    func databaseDidRollback(_ db: Database) {}
 }

@@ -1,9 +1,7 @@
-import GRDB
-
 /// Versioned schema. Never edit a registered migration: add the next version instead.
 enum Schema {
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
+    static var migrator: SQLiteMigrator {
+        var migrator = SQLiteMigrator()
         migrator.registerMigration("v1", migrate: createVersion1)
         migrator.registerMigration("v2", migrate: createVersion2)
         migrator.registerMigration("v3", migrate: createVersion3)
@@ -17,7 +15,7 @@ enum Schema {
     /// and category strings: about five times smaller, which decides whether 7 days of raw data fit
     /// on an SD card. Both reading tables are clustered on (series, time) (`WITHOUT ROWID`), which
     /// serves history queries and retention with no extra index.
-    private static func createVersion1(_ db: Database) throws {
+    private static func createVersion1(_ db: SQLiteConnection) throws {
         try db.execute(sql: """
             CREATE TABLE device (
                 id TEXT PRIMARY KEY NOT NULL,
@@ -95,7 +93,7 @@ enum Schema {
     }
 
     /// Active alerts (`<base>/alert/<id>`), so a restart neither raises them again nor forgets to clear them.
-    private static func createVersion2(_ db: Database) throws {
+    private static func createVersion2(_ db: SQLiteConnection) throws {
         try db.execute(sql: """
             CREATE TABLE alert (
                 id TEXT PRIMARY KEY NOT NULL,
@@ -106,7 +104,7 @@ enum Schema {
     }
 
     /// Small values a vendor keeps across restarts (Sense's per-install device id), by vendor instance and key.
-    private static func createVersion3(_ db: Database) throws {
+    private static func createVersion3(_ db: SQLiteConnection) throws {
         try db.execute(sql: """
             CREATE TABLE vendor_value (
                 vendor_id TEXT NOT NULL,
@@ -119,7 +117,7 @@ enum Schema {
     }
 
     /// Scenes added by `scene/add` (the config file's scenes are not stored).
-    private static func createVersion4(_ db: Database) throws {
+    private static func createVersion4(_ db: SQLiteConnection) throws {
         try db.execute(sql: """
             CREATE TABLE scene (
                 id TEXT PRIMARY KEY NOT NULL,
@@ -131,7 +129,7 @@ enum Schema {
 
     /// The outbox journal's checkpoint (see `OutboxJournal`): one row, written in the transaction that applies
     /// journaled changes; and this database's random id, which every journal record carries.
-    private static func createVersion5(_ db: Database) throws {
+    private static func createVersion5(_ db: SQLiteConnection) throws {
         try db.execute(sql: """
             CREATE TABLE outbox_journal (
                 id INTEGER PRIMARY KEY CHECK (id = 1),

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -53,12 +52,10 @@ public enum StorageCheck {
 
     /// Opens the file read-only and runs SQLite's quick check.
     private static func databaseProblem(_ path: String) -> String? {
-        var configuration = Configuration()
-        configuration.readonly = true
         do {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            defer { try? queue.close() }
-            let result = try queue.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check").joined(separator: "; ") }
+            let db = try SQLiteConnection(path: path, readOnly: true, busyTimeoutSeconds: 5)
+            defer { db.close() }
+            let result = try String.fetchAll(db, sql: "PRAGMA quick_check").joined(separator: "; ")
             return result == "ok" ? nil : "'\(path)' is damaged (SQLite quick_check: \(result.prefix(200)))"
         } catch {
             return "'\(path)' is not a usable SQLite database: \(error)"

@@ -172,7 +172,7 @@ public final class CacheLink: Sendable {
     /// last waiting batch and returns.
     public func run() async {
         while let batch = await next() {
-            // Through GRDB's writer queue: SQLite's work must not hold one of the two cooperative threads.
+            // Through the cache's writer thread: SQLite's work must not hold one of the two cooperative threads.
             _ = try? await store.run { [self] _ in self.write(batch) }
             if batchInterval > .zero, !pending.withLock({ $0.finished }) { try? await clock.sleep(for: batchInterval) }
         }

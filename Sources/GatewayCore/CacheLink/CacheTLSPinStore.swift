@@ -2,7 +2,7 @@ import Cache
 import VendorKit
 
 /// Trust-on-first-use pins in the SQLite cache (`tls_pin`, by `host:port`), so they survive restarts.
-/// SQLite work runs through GRDB's async API (`CacheStore.run`), not on the cooperative pool.
+/// SQLite work runs on the cache's own threads (`CacheStore.run`), not on the cooperative pool.
 package struct CacheTLSPinStore: TLSPinStore {
     package let store: CacheStore
 

@@ -1,7 +1,7 @@
 import Cache
 import VendorKit
 
-/// Vendors' small lasting values in the SQLite cache (`vendor_value`), read and written through GRDB's async API (`CacheStore.run`).
+/// Vendors' small lasting values in the SQLite cache (`vendor_value`), read and written on the cache's own threads (`CacheStore.run`).
 package struct CacheVendorValueStore: VendorValueStore {
     package let store: CacheStore
 

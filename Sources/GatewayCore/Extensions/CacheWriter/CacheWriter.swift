@@ -67,7 +67,7 @@ package final class CacheWriter: GatewayExtension {
     /// `stale`, so Home Assistant has values (and entities) at once after a reboot or in an outage.
     package func restore() async {
         let persistence = self.persistence
-        // Read through GRDB's reader queue, not on the gateway's executor: a large cache must not hold the core.
+        // Read on the cache's reader threads, not on the gateway's executor: a large cache must not hold the core.
         // `loadSnapshot` logs what it cannot read and returns the rest.
         let snapshot = (try? await persistence.store.runReading { _ in persistence.loadSnapshot() }) ?? CachedSnapshot()
         hub.restore(devices: snapshot.devices, states: snapshot.states)
