@@ -27,8 +27,8 @@ let vendors: [(name: String, dependencies: [Target.Dependency])] = [
     ("Awair", []),
     ("Flume", []),
     ("Neurio", []),
-    // Cognito's SRP-6a sign-in: 3072-bit arithmetic (BigInt) and SHA-256/HMAC/HKDF (swift-crypto).
-    ("Emporia", ["ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")]),
+    // Cognito's SRP-6a sign-in: 3072-bit arithmetic (ModularPower) and SHA-256/HMAC/HKDF (swift-crypto).
+    ("Emporia", ["ModularPower", .product(name: "Crypto", package: "swift-crypto")]),
     ("Sense", [.product(name: "WSClient", package: "swift-websocket"), .product(name: "Crypto", package: "swift-crypto")]),
     ("Matter", [.product(name: "WSClient", package: "swift-websocket")]),
     // HomeKit accessories over HAP (IP): the protocol core, and NIO's TCP client for the sessions.
@@ -111,16 +111,16 @@ let package = Package(
 
         // Protocol clients: thin Swift over the C libraries; no gateway knowledge.
         .target(name: "MQTT", dependencies: ["CMosquitto"], swiftSettings: strict),
-        // Modular exponentiation for SRP sign-ins (Emporia's Cognito) on BigInt values: OpenSSL's libcrypto (there
-        // for libcurl anyway) and its constant-time Montgomery exponentiation.
+        // Big numbers for SRP-6a (Emporia's Cognito, HomeKit pair setup): OpenSSL's libcrypto (there for libcurl
+        // anyway) and its constant-time Montgomery exponentiation.
         .systemLibrary(name: "COpenSSLCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .target(name: "ModularPower", dependencies: ["COpenSSLCrypto", .product(name: "BigInt", package: "BigInt")], swiftSettings: strict),
+        .target(name: "ModularPower", dependencies: ["COpenSSLCrypto"], swiftSettings: strict),
         .target(name: "CurlHTTP", dependencies: ["CCurl"], swiftSettings: strict),
         // The HomeKit Accessory Protocol's core, both sides: TLV8, SRP-6a, pair setup and verify, the encrypted
         // session's frames, HTTP messages, the attribute database. No sockets: the vendor and the bridge bring those.
         .target(
             name: "HAP",
-            dependencies: ["GatewayModel", "ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["GatewayModel", "ModularPower", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict + fuzzed
         ),
 
@@ -258,7 +258,8 @@ let package = Package(
         .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),
         .testTarget(name: "ICUDataFilterTests", dependencies: ["ICUDataFilter"], swiftSettings: strict),
         .testTarget(name: "MQTTTests", dependencies: ["TestTraits", "MQTT", "GatewayTesting"], swiftSettings: strict),
-        .testTarget(name: "HAPTests", dependencies: ["HAP", "GatewayModel", "ModularPower", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
+        // BigInt in the simulators and tests: an SRP implementation independent of the gateway's (ModularPower).
+        .testTarget(name: "HAPTests", dependencies: ["HAP", "GatewayModel", "ModularPower", "VendorSimulators", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(name: "CurlHTTPTests", dependencies: ["TestTraits", "CurlHTTP", "ConsciousnessSimulator", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "ResilienceTests", dependencies: ["TestTraits", "Resilience", "GatewayTesting"], swiftSettings: strict),
         .testTarget(name: "CacheTests", dependencies: ["TestTraits", "Cache", "CSQLite", "GatewayTesting"], swiftSettings: strict),

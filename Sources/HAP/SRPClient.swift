@@ -1,4 +1,3 @@
-import BigInt
 import Crypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -15,22 +14,22 @@ import ModularPower
 /// M1 hashes the minimal A and B. HAP-python truncates K when its first byte is 0 (1 pairing in 256): that
 /// accessory then refuses the proof, and `PairSetupClient` starts over with a fresh `a` (see `hasLeadingZeroHazard`).
 public struct SRPClient: Sendable {
-    public static let modulus = BigUInt(SRPGroup.prime3072Hex, radix: 16) ?? 0
-    public static let generator = BigUInt(5)
+    public static let modulus = BigNumber(hex: SRPGroup.prime3072Hex) ?? BigNumber(0)
+    public static let generator = BigNumber(5)
     public static let width = 384
     public static let username = Array("Pair-Setup".utf8)
     /// k = H(N ‖ PAD(g)).
-    static let multiplier = BigUInt(Data(sha512(padded(modulus) + padded(generator))))
+    static let multiplier = BigNumber(bytes: sha512(padded(modulus) + padded(generator)))
 
-    let secret: BigUInt
+    let secret: BigNumber
     /// A = g^a mod N.
-    public let publicValue: BigUInt
+    public let publicValue: BigNumber
 
     /// A fresh `a` of 256 random bits; `secret` is given only by tests.
     public init(secret: [UInt8]? = nil) {
         var random = SystemRandomNumberGenerator()
         let bytes = secret ?? (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
-        self.secret = BigUInt(Data(bytes))
+        self.secret = BigNumber(bytes: bytes)
         publicValue = Self.generator.power(self.secret, oddModulus: Self.modulus)
     }
 
@@ -50,12 +49,12 @@ public struct SRPClient: Sendable {
 
     public func session(salt: [UInt8], serverPublic: [UInt8], setupCode: String) throws(HAPError) -> Session {
         let n = Self.modulus
-        let b = BigUInt(Data(serverPublic))
+        let b = BigNumber(bytes: serverPublic)
         guard !(b % n).isZero else { throw .authentication("pair-setup M2: the accessory's SRP public value is 0 mod N") }
-        let u = BigUInt(Data(Self.sha512(Self.padded(publicValue) + Self.padded(b))))
+        let u = BigNumber(bytes: Self.sha512(Self.padded(publicValue) + Self.padded(b)))
         guard !u.isZero else { throw .authentication("pair-setup M2: the SRP scrambling value u is 0") }
         let inner = Self.sha512(Self.username + Array(":".utf8) + Array(setupCode.utf8))
-        let x = BigUInt(Data(Self.sha512(salt + inner)))
+        let x = BigNumber(bytes: Self.sha512(salt + inner))
         // S = (B − k·g^x)^(a + u·x) mod N, kept non-negative.
         let kgx = (Self.multiplier * Self.generator.power(x, oddModulus: n)) % n
         let base = ((b % n) + n - kgx) % n
@@ -71,13 +70,13 @@ public struct SRPClient: Sendable {
 
     static func sha512(_ bytes: [UInt8]) -> [UInt8] { Array(SHA512.hash(data: bytes)) }
 
-    static func minimal(_ value: BigUInt) -> [UInt8] {
-        let bytes = [UInt8](value.serialize())
+    static func minimal(_ value: BigNumber) -> [UInt8] {
+        let bytes = value.bytes
         return bytes.isEmpty ? [0] : bytes
     }
 
-    static func padded(_ value: BigUInt) -> [UInt8] {
-        let bytes = [UInt8](value.serialize())
+    static func padded(_ value: BigNumber) -> [UInt8] {
+        let bytes = value.bytes
         return bytes.count >= width ? bytes : [UInt8](repeating: 0, count: width - bytes.count) + bytes
     }
 }

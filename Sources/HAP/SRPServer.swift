@@ -1,4 +1,3 @@
-import BigInt
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -12,9 +11,9 @@ import ModularPower
 /// of A, B and K a controller may have used; the answer M2 and the session key follow the form that matched.
 public struct SRPServer: Sendable {
     public let salt: [UInt8]
-    let verifier: BigUInt
-    let secret: BigUInt
-    public let publicValue: BigUInt
+    let verifier: BigNumber
+    let secret: BigNumber
+    public let publicValue: BigNumber
 
     public init(setupCode: String, salt: [UInt8]? = nil, secret: [UInt8]? = nil) {
         var random = SystemRandomNumberGenerator()
@@ -22,9 +21,9 @@ public struct SRPServer: Sendable {
         self.salt = salt
         let n = SRPClient.modulus, g = SRPClient.generator
         let inner = SRPClient.sha512(SRPClient.username + Array(":".utf8) + Array(setupCode.utf8))
-        let x = BigUInt(Data(SRPClient.sha512(salt + inner)))
+        let x = BigNumber(bytes: SRPClient.sha512(salt + inner))
         verifier = g.power(x, oddModulus: n)
-        self.secret = BigUInt(Data(secret ?? (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }))
+        self.secret = BigNumber(bytes: secret ?? (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) })
         publicValue = (SRPClient.multiplier * verifier + g.power(self.secret, oddModulus: n)) % n
     }
 
@@ -35,9 +34,9 @@ public struct SRPServer: Sendable {
     /// wrong setup code (no form of the proof matches) or an invalid A.
     public func verify(clientPublic: [UInt8], proof: [UInt8]) throws(HAPError) -> (key: [UInt8], serverProof: [UInt8]) {
         let n = SRPClient.modulus
-        let a = BigUInt(Data(clientPublic))
+        let a = BigNumber(bytes: clientPublic)
         guard !(a % n).isZero else { throw .authentication("the controller's SRP public value is 0 mod N") }
-        let u = BigUInt(Data(SRPClient.sha512(SRPClient.padded(a) + SRPClient.padded(publicValue))))
+        let u = BigNumber(bytes: SRPClient.sha512(SRPClient.padded(a) + SRPClient.padded(publicValue)))
         let s = ((a * verifier.power(u, oddModulus: n)) % n).power(secret, oddModulus: n)
         let hashN = SRPClient.sha512(SRPClient.minimal(n)), hashG = SRPClient.sha512(SRPClient.minimal(SRPClient.generator))
         let prefix = zip(hashN, hashG).map { $0 ^ $1 } + SRPClient.sha512(SRPClient.username) + salt

@@ -5,6 +5,7 @@ import ModularPower
 import GatewayModel
 import HAP
 import Testing
+import VendorSimulators
 
 @Suite struct TLV8Tests {
     @Test func longValuesAreFragmentedAndJoined() throws {
@@ -213,7 +214,8 @@ enum SRPClientProbe {
 @Suite struct SRPFormsTests {
     /// aiohomekit 3.x's controller arithmetic, written out (its `srp.py`), for the test only.
     static func aiohomekitProof(salt: [UInt8], serverPublic: [UInt8], code: String, secret: BigUInt) -> (a: [UInt8], proof: [UInt8], key: [UInt8], shortS: Bool) {
-        let n = SRPClient.modulus, g = SRPClient.generator
+        // BigInt here, not the gateway's BigNumber: an independent implementation of the same arithmetic.
+        let n = BigUInt(Data(SRPClient.modulus.bytes)), g = BigUInt(Data(SRPClient.generator.bytes))
         func h(_ bytes: [UInt8]) -> [UInt8] { Array(SHA512.hash(data: bytes)) }
         func pad(_ value: BigUInt) -> [UInt8] { let bytes = [UInt8](value.serialize()); return [UInt8](repeating: 0, count: 384 - bytes.count) + bytes }
         let aValue = g.power(secret, oddModulus: n)

@@ -1,4 +1,3 @@
-import BigInt
 import Crypto
 import Foundation
 import ModularPower
@@ -14,26 +13,24 @@ import ModularPower
 /// - the claim is HMAC-SHA256(key, pool‖user id‖secret block‖timestamp), timestamp as "Thu Mar 5 07:08:09 UTC 2026".
 package struct CognitoSRP: Sendable {
     static let modulusHex = SRPGroup.prime3072Hex
-    static let modulus = BigUInt(modulusHex, radix: 16) ?? 0
-    static let generator = BigUInt(2)
-    static let multiplier = BigUInt(hexHash("00" + modulusHex + "02"), radix: 16) ?? 0
+    static let modulus = BigNumber(hex: modulusHex) ?? BigNumber(0)
+    static let generator = BigNumber(2)
+    static let multiplier = BigNumber(hex: hexHash("00" + modulusHex + "02")) ?? BigNumber(0)
 
     /// The random secret `a` and the public `A = g^a mod N` sent in `SRP_A`.
-    let secret: BigUInt
-    let publicValue: BigUInt
+    let secret: BigNumber
+    let publicValue: BigNumber
 
     /// A fresh `a` of 256 random bits (RFC 5054 asks for at least 256); `secret` is given only by tests.
-    init(secret: BigUInt? = nil) {
+    init(secret: BigNumber? = nil) {
         var generator = SystemRandomNumberGenerator()
-        let a = secret ?? BigUInt((0..<4).map { _ in generator.next() as UInt64 }.reduce(into: Data()) { data, word in
-            withUnsafeBytes(of: word.bigEndian) { data.append(contentsOf: $0) }
-        })
+        let a = secret ?? BigNumber(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
         self.secret = a
         publicValue = Self.generator.power(a, oddModulus: Self.modulus)
     }
 
     /// `SRP_A` as Cognito takes it: plain hex.
-    var srpA: String { String(publicValue, radix: 16) }
+    var srpA: String { publicValue.hex }
 
     enum Failure: Error, Equatable {
         /// B, the salt or the secret block is not what SRP needs; signing anyway could leak the password.
@@ -43,14 +40,14 @@ package struct CognitoSRP: Sendable {
     /// The `PASSWORD_CLAIM_SIGNATURE` for Cognito's `PASSWORD_VERIFIER` challenge.
     func passwordClaim(poolID: String, userIDForSRP: String, password: String, salt: String, serverB: String,
                        secretBlock: String, timestamp: String) throws(Failure) -> String {
-        guard let b = BigUInt(serverB, radix: 16), !(b % Self.modulus).isZero else { throw .badChallenge("SRP_B is not a valid public value") }
-        guard BigUInt(salt, radix: 16) != nil else { throw .badChallenge("SALT is not hex") }
+        guard let b = BigNumber(hex: serverB), !(b % Self.modulus).isZero else { throw .badChallenge("SRP_B is not a valid public value") }
+        guard BigNumber(hex: salt) != nil else { throw .badChallenge("SALT is not hex") }
         guard let block = Data(base64Encoded: secretBlock) else { throw .badChallenge("SECRET_BLOCK is not base64") }
-        let u = BigUInt(Self.hexHash(Self.padded(publicValue) + Self.padded(b)), radix: 16) ?? 0
+        let u = BigNumber(hex: Self.hexHash(Self.padded(publicValue) + Self.padded(b))) ?? BigNumber(0)
         guard !u.isZero else { throw .badChallenge("the scrambling value u is zero") }
         let pool = Self.poolName(poolID)
         let identity = Self.hex(SHA256.hash(data: Data((pool + userIDForSRP + ":" + password).utf8)))
-        let x = BigUInt(Self.hexHash(Self.padded(hex: salt) + identity), radix: 16) ?? 0
+        let x = BigNumber(hex: Self.hexHash(Self.padded(hex: salt) + identity)) ?? BigNumber(0)
         let n = Self.modulus
         // S = (B − k·g^x)^(a + u·x) mod N, kept non-negative.
         let kgx = (Self.multiplier * Self.generator.power(x, oddModulus: n)) % n
@@ -58,7 +55,7 @@ package struct CognitoSRP: Sendable {
         let s = base.power(secret + u * x, oddModulus: n)
         let key = HKDF<SHA256>.deriveKey(
             inputKeyMaterial: SymmetricKey(data: Self.bytes(hex: Self.padded(s))),
-            salt: Self.bytes(hex: Self.padded(hex: String(u, radix: 16))),
+            salt: Self.bytes(hex: Self.padded(hex: u.hex)),
             info: Data("Caldera Derived Key".utf8), outputByteCount: 16
         )
         var message = Data((pool + userIDForSRP).utf8)
@@ -83,7 +80,7 @@ package struct CognitoSRP: Sendable {
 
     // MARK: Cognito's hex conventions
 
-    static func padded(_ value: BigUInt) -> String { padded(hex: String(value, radix: 16)) }
+    static func padded(_ value: BigNumber) -> String { padded(hex: value.hex) }
 
     /// Whole bytes, and a `00` byte first when the top bit is set (so the number reads as positive).
     static func padded(hex: String) -> String {
