@@ -17,18 +17,19 @@ flags=(-c release --static-swift-stdlib -Xswiftc -Xfrontend -Xswiftc -function-s
 # as that package (--defsym), so the archive member holding the full one is never pulled in. Prints the extra
 # link arguments; fails when this toolchain does not ship ICU's data that way.
 filtered_icu_data() {
-  local toolchain lib member symbol size bin dir
+  local toolchain tools lib member symbol size bin dir
   toolchain=$(dirname "$(dirname "$(command -v swift)")")
+  tools="$toolchain/bin"
   lib="$toolchain/lib/swift_static/linux/lib_FoundationICU.a"
   [ -f "$lib" ] || { echo "no $lib" >&2; return 1; }
-  read -r member symbol size < <(llvm-nm -A -S --defined-only "$lib" 2>/dev/null \
+  read -r member symbol size < <("$tools/llvm-nm" -A -S --defined-only "$lib" 2>/dev/null \
     | awk '$NF ~ /^icudt[0-9]+_dat$/ && $2 ~ /^0+$/ { split($1, path, ":"); print path[2], $NF, $3; exit }') || true
   [ -n "${member:-}" ] || { echo "no icudt<N>_dat at offset 0 of a member of $lib" >&2; return 1; }
   bin=$(swift build "${flags[@]}" "$@" --show-bin-path)
   dir="$bin/icu-data"
   mkdir -p "$dir"
-  (cd "$dir" && llvm-ar x "$lib" "$member")
-  llvm-objcopy -O binary --only-section=.rodata "$dir/$member" "$dir/full.dat"
+  (cd "$dir" && "$tools/llvm-ar" x "$lib" "$member")
+  "$tools/llvm-objcopy" -O binary --only-section=.rodata "$dir/$member" "$dir/full.dat"
   [ "$(stat -c %s "$dir/full.dat")" -eq $((16#$size)) ] || { echo "$member: .rodata is not just $symbol" >&2; return 1; }
   swift build "${flags[@]}" "$@" --product lbs-icu-data >&2
   "$bin/lbs-icu-data" "$dir/full.dat" "$dir/filtered.dat" >&2
@@ -42,19 +43,20 @@ lbs_icu_data:
     .size lbs_icu_data, . - lbs_icu_data
     .section .note.GNU-stack,"",@progbits
 EOF
-  clang -c "$dir/icu-data.S" -o "$dir/icu-data.new.o"
+  "$tools/clang" -c "$dir/icu-data.S" -o "$dir/icu-data.new.o"
   # swift build does not track a file given with -Xlinker: when the data changed, the old link must go.
   if ! cmp -s "$dir/icu-data.new.o" "$dir/icu-data.o"; then
     mv "$dir/icu-data.new.o" "$dir/icu-data.o"
     rm -f "$bin/lbs-gateway"
   fi
-  echo "-Xlinker $dir/icu-data.o -Xlinker --defsym=$symbol=lbs_icu_data"
+  # One argument a line: the build folder's path may hold spaces.
+  printf '%s\n' -Xlinker "$dir/icu-data.o" -Xlinker "--defsym=$symbol=lbs_icu_data"
 }
 
 icu_flags=()
 if [ "${LBS_ICU_DATA:-filtered}" != full ]; then
   if link=$(filtered_icu_data "$@"); then
-    read -r -a icu_flags <<< "$link"
+    mapfile -t icu_flags <<< "$link"
   else
     echo "build-release.sh: linking ICU's full data (above: why it could not be filtered)" >&2
   fi
