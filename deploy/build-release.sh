@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 flags=(-c release --static-swift-stdlib -Xswiftc -Xfrontend -Xswiftc -function-sections -Xlinker --gc-sections)
+bin=$(swift build "${flags[@]}" "$@" --show-bin-path)
 
 # ICU's data: Foundation's static ICU links all of it (34 MB: every locale, character set converters, dictionaries)
 # as one symbol, icudt<N>_dat. lbs-icu-data (Sources/ICUDataFilter) writes the items the gateway uses (4.7 MB:
@@ -17,7 +18,7 @@ flags=(-c release --static-swift-stdlib -Xswiftc -Xfrontend -Xswiftc -function-s
 # as that package (--defsym), so the archive member holding the full one is never pulled in. Prints the extra
 # link arguments; fails when this toolchain does not ship ICU's data that way.
 filtered_icu_data() {
-  local toolchain tools lib member symbol size bin dir
+  local toolchain tools lib member symbol size dir
   toolchain=$(dirname "$(dirname "$(command -v swift)")")
   tools="$toolchain/bin"
   lib="$toolchain/lib/swift_static/linux/lib_FoundationICU.a"
@@ -25,7 +26,6 @@ filtered_icu_data() {
   read -r member symbol size < <("$tools/llvm-nm" -A -S --defined-only "$lib" 2>/dev/null \
     | awk '$NF ~ /^icudt[0-9]+_dat$/ && $2 ~ /^0+$/ { split($1, path, ":"); print path[2], $NF, $3; exit }') || true
   [ -n "${member:-}" ] || { echo "no icudt<N>_dat at offset 0 of a member of $lib" >&2; return 1; }
-  bin=$(swift build "${flags[@]}" "$@" --show-bin-path)
   dir="$bin/icu-data"
   mkdir -p "$dir"
   (cd "$dir" && "$tools/llvm-ar" x "$lib" "$member")
@@ -62,4 +62,4 @@ if [ "${LBS_ICU_DATA:-filtered}" != full ]; then
   fi
 fi
 swift build "${flags[@]}" "${icu_flags[@]}" --product lbs-gateway "$@"
-"$(swift build "${flags[@]}" "$@" --show-bin-path)/lbs-gateway" self-test
+"$bin/lbs-gateway" self-test

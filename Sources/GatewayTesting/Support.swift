@@ -51,16 +51,26 @@ public func hold(for duration: Duration) async throws {
 public func freeLoopbackPort() throws -> Int {
     for _ in 0..<200 {
         let port = Int.random(in: 20_000...32_767)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestSupportError("socket() failed: \(String(cString: strerror(errno)))") }
-        var address = loopbackAddress(port: port)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        if let fd = try boundLoopbackSocket(port: port) {
+            close(fd)
+            return port
         }
-        close(fd)
-        if bound == 0 { return port }
     }
     throw TestSupportError("no free loopback port found in 20000–32767")
+}
+
+/// A TCP socket bound to 127.0.0.1:`port` (without SO_REUSEADDR, not listening), or nil when the port is taken.
+/// Throws only when no socket can be made at all.
+func boundLoopbackSocket(port: Int) throws -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestSupportError("socket() failed: \(String(cString: strerror(errno)))") }
+    var address = loopbackAddress(port: port)
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    if bound == 0 { return fd }
+    close(fd)
+    return nil
 }
 
 /// True if something accepts TCP connections on 127.0.0.1:`port` right now.

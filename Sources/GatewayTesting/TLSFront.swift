@@ -91,21 +91,8 @@ public final class TLSFront: Sendable {
         await process.waitForExit(timeout: .seconds(10))
         state.withLock { state in
             state.process = nil
-            if state.held == nil { state.held = Self.reserve(port: state.port) }
+            if state.held == nil { state.held = try? boundLoopbackSocket(port: state.port) }
         }
-    }
-
-    /// A socket bound to 127.0.0.1:`port` without SO_REUSEADDR and never listening, or nil when the bind fails.
-    private static func reserve(port: Int) -> Int32? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var address = loopbackAddress(port: port)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        if bound == 0 { return fd }
-        close(fd)
-        return nil
     }
 
     /// What socat reported (handshake failures appear here).

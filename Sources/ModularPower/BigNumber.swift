@@ -15,33 +15,42 @@ public final class BigNumber: @unchecked Sendable {
 
     deinit { BN_clear_free(handle) }
 
-    /// A value `make` writes into a fresh BIGNUM; `make` returns libcrypto's status (1: done).
-    private static func make(_ what: String, _ make: (OpaquePointer) -> Int32) -> BigNumber {
-        guard let handle = BN_new() else { fatalError("BigNumber: out of memory for \(what)") }
-        guard make(handle) == 1 else {
+    /// A fresh BIGNUM that `write` filled; `write` returns libcrypto's status (1: done). With the preconditions the
+    /// operators check (no negative result, no zero modulus), libcrypto fails only when it cannot allocate: this is
+    /// the one place that stops the program for it, as a failed Swift allocation would.
+    private static func made(_ what: String, _ write: (OpaquePointer) -> Int32) -> OpaquePointer {
+        guard let handle = BN_new() else { outOfMemory(what) }
+        guard write(handle) == 1 else {
             BN_free(handle)
-            fatalError("BigNumber: libcrypto failed to compute \(what)")
+            outOfMemory(what)
         }
-        return BigNumber(taking: handle)
+        return handle
     }
 
-    /// A value `make` computes with a scratch context.
-    private static func make(_ what: String, _ make: (OpaquePointer, OpaquePointer) -> Int32) -> BigNumber {
-        guard let context = BN_CTX_new() else { fatalError("BigNumber: out of memory for \(what)") }
+    private static func outOfMemory(_ what: String) -> Never {
+        fatalError("BigNumber: libcrypto could not allocate for \(what)")
+    }
+
+    /// A value `write` computes into a fresh BIGNUM.
+    private static func make(_ what: String, _ write: (OpaquePointer) -> Int32) -> BigNumber {
+        BigNumber(taking: made(what, write))
+    }
+
+    /// A value `write` computes with a scratch context.
+    private static func make(_ what: String, _ write: (OpaquePointer, OpaquePointer) -> Int32) -> BigNumber {
+        guard let context = BN_CTX_new() else { outOfMemory(what) }
         defer { BN_CTX_free(context) }
-        return Self.make(what) { make($0, context) }
+        return make(what) { write($0, context) }
     }
 
     public convenience init(_ value: UInt) {
-        guard let handle = BN_new(), BN_set_word(handle, value) == 1 else { fatalError("BigNumber: out of memory") }
-        self.init(taking: handle)
+        self.init(taking: Self.made("a number") { BN_set_word($0, value) })
     }
 
     /// The number whose big-endian bytes these are (leading zeros allowed; empty is 0).
     public convenience init(bytes: some Collection<UInt8>) {
         let array = Array(bytes)
-        guard let handle = BN_bin2bn(array, Int32(array.count), nil) else { fatalError("BigNumber: out of memory") }
-        self.init(taking: handle)
+        self.init(taking: Self.made("a number") { BN_bin2bn(array, Int32(array.count), $0) == nil ? 0 : 1 })
     }
 
     /// The number written in hexadecimal (either case, no prefix or sign); nil for anything else or an empty text.
