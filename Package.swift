@@ -108,6 +108,8 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // One glibc malloc arena, set before main (the gateway's few threads do not need one each).
         .target(name: "CMalloc"),
+        // glibc's pipe2 and posix_spawn closefrom (GNU extensions) for the helper programs the gateway starts.
+        .target(name: "CProcessSpawn"),
 
         // Protocol clients: thin Swift over the C libraries; no gateway knowledge.
         .target(name: "MQTT", dependencies: ["CMosquitto"], swiftSettings: strict),
@@ -131,13 +133,13 @@ let package = Package(
         // SQLite cache, outbox and history on Debian's libsqlite3, through a thin layer of its own (Cache/SQLite):
         // raw SQL, a writer and reader connections, prepared statements kept per connection.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "Cache", dependencies: ["CSQLite"], swiftSettings: strict),
+        .target(name: "Cache", dependencies: ["CSQLite", "GatewayModel"], swiftSettings: strict),
         // What every vendor builds on: the config reader and shared options, HTTP with breaker, retry and
         // quota, TLS trust, secrets, the push-stream helper. The `Vendor` protocol itself is in GatewayModel.
         .target(
             name: "VendorKit",
             dependencies: [
-                "GatewayModel", "Resilience", "CurlHTTP",
+                "GatewayModel", "Resilience", "CurlHTTP", "CProcessSpawn",
                 .product(name: "Logging", package: "swift-log"),
                 // HMAC-SHA1 for one-time passwords (TOTP).
                 .product(name: "Crypto", package: "swift-crypto"),

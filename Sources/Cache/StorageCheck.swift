@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import GatewayModel
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,10 +18,10 @@ public enum StorageCheck {
     public static func problems(path: String) -> [String] {
         var problems: [String] = []
         let manager = FileManager.default
-        let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
-        var isDirectory: ObjCBool = false
+        let directory = path.deletingLastPathComponent.isEmpty ? "." : path.deletingLastPathComponent
+        var isDirectory = false
         if manager.fileExists(atPath: path, isDirectory: &isDirectory) {
-            if isDirectory.boolValue { return ["'\(path)' is a directory; storage.path names the database file"] }
+            if isDirectory { return ["'\(path)' is a directory; storage.path names the database file"] }
             if !manager.isReadableFile(atPath: path) || !manager.isWritableFile(atPath: path) {
                 problems.append("'\(path)' is not readable and writable by this user")
             }
@@ -24,7 +29,7 @@ public enum StorageCheck {
         } else {
             var existing = directory
             while !manager.fileExists(atPath: existing), existing != "/", !existing.isEmpty {
-                existing = (existing as NSString).deletingLastPathComponent
+                existing = existing.deletingLastPathComponent
                 if existing.isEmpty { existing = "." }
             }
             if !manager.isWritableFile(atPath: existing) {

@@ -1,21 +1,25 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A stretch of local time that comes back every day, like `22:55-00:30` (crossing midnight when `end` < `start`).
 public struct DailyWindow: Sendable, Equatable {
     /// Minutes after local midnight.
     public var start: Int
     public var end: Int
-    public var timeZone: TimeZone
+    public var timeZone: LocalZone
 
-    public init(start: Int, end: Int, timeZone: TimeZone = .current) {
+    public init(start: Int, end: Int, timeZone: LocalZone = .current) {
         self.start = start
         self.end = end
         self.timeZone = timeZone
     }
 
     /// `"22:55-00:30"`; nil unless both times are valid `HH:MM` and differ.
-    public init?(_ text: String, timeZone: TimeZone = .current) {
-        let parts = text.split(separator: "-").map { $0.trimmingCharacters(in: .whitespaces) }
+    public init?(_ text: String, timeZone: LocalZone = .current) {
+        let parts = text.split(separator: "-").map { $0.trimmingWhitespace() }
         guard parts.count == 2, let start = Self.minutes(parts[0]), let end = Self.minutes(parts[1]), start != end else { return nil }
         self.init(start: start, end: end, timeZone: timeZone)
     }
@@ -37,10 +41,8 @@ public struct DailyWindow: Sendable, Equatable {
     }
 
     public func contains(_ date: Date) -> Bool {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = timeZone
-        let parts = calendar.dateComponents([.hour, .minute], from: date)
-        let minute = (parts.hour ?? 0) * 60 + (parts.minute ?? 0)
+        let local = timeZone.components(of: date)
+        let minute = local.hour * 60 + local.minute
         return start < end ? (start..<end).contains(minute) : (minute >= start || minute < end)
     }
 }

@@ -4,7 +4,11 @@ import FeatureHomeKitBridge
 import FeatureHomeViews
 import FeatureScenes
 import FeatureStatusPage
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayCore
 import Logging
 import ServiceLifecycle

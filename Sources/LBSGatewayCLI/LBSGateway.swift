@@ -1,7 +1,12 @@
 import ArgumentParser
 import Cache
 import CMalloc
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
 import FeatureActiveStandby
 import GatewayCore
 import LBSGatewayApp
@@ -63,7 +68,7 @@ struct ConfigOption: ParsableArguments {
         case .success(let config):
             return config
         case .failure(let failure):
-            for problem in failure.problems { FileHandle.standardError.write(Data("lbs-gateway: config error: \(problem)\n".utf8)) }
+            for problem in failure.problems { writeToStandardError("lbs-gateway: config error: \(problem)\n") }
             throw ExitCode(78)
         }
     }
@@ -116,7 +121,7 @@ extension LBSGateway {
             } catch let code as ExitCode {
                 Glibc.exit(code.rawValue)
             } catch {
-                FileHandle.standardError.write(Data("lbs-gateway: \(error)\n".utf8))
+                writeToStandardError("lbs-gateway: \(error)\n")
                 Glibc.exit(1)
             }
         }
@@ -143,7 +148,7 @@ extension LBSGateway {
                 services = try GatewayService.services(
                     config: config, logger: logger, controls: BridgeControls(logLevel: runtimeLevel, restart: { restart.request() }))
             } catch {
-                FileHandle.standardError.write(Data("lbs-gateway: cannot open storage.path: \(error)\n".utf8))
+                writeToStandardError("lbs-gateway: cannot open storage.path: \(error)\n")
                 throw ExitCode(74)
             }
             services.append(HeapTrimService(clock: ContinuousClock()))
@@ -161,14 +166,14 @@ extension LBSGateway {
             do {
                 try await group.run()
             } catch {
-                FileHandle.standardError.write(Data("lbs-gateway: \(error)\n".utf8))
+                writeToStandardError("lbs-gateway: \(error)\n")
                 throw ExitCode(1)
             }
             // `bridge/request/restart`: everything stopped cleanly above; start again as the same process.
             if restart.requested {
                 logger.notice("restarting: \(CommandLine.arguments.joined(separator: " "))")
                 let reason = GatewayRestart.reexec()
-                FileHandle.standardError.write(Data("lbs-gateway: cannot restart (\(reason)); exiting so a supervisor can start it\n".utf8))
+                writeToStandardError("lbs-gateway: cannot restart (\(reason)); exiting so a supervisor can start it\n")
                 throw ExitCode(75)
             }
         }
@@ -238,7 +243,7 @@ extension LBSGateway {
         func run() async throws {
             let config = try options.loadOrExit()
             guard let homekit = config.homekit else {
-                FileHandle.standardError.write(Data("lbs-gateway: \(options.config) has no homekit: section (the HomeKit bridge is off)\n".utf8))
+                writeToStandardError("lbs-gateway: \(options.config) has no homekit: section (the HomeKit bridge is off)\n")
                 throw ExitCode(1)
             }
             let code = homekit.setupCode.reveal()
@@ -271,7 +276,7 @@ extension LBSGateway {
                 let directory = FileManager.default.currentDirectoryPath
                 for file in references.files { print("file \(file.hasPrefix("/") ? file : directory + "/" + file)") }
             case .failure(let failure):
-                for problem in failure.problems { FileHandle.standardError.write(Data("lbs-gateway: config error: \(problem)\n".utf8)) }
+                for problem in failure.problems { writeToStandardError("lbs-gateway: config error: \(problem)\n") }
                 throw ExitCode(78)
             }
         }
@@ -309,7 +314,7 @@ extension LBSGateway {
                     print("forgot:        nothing, no pin was stored for \(report.hostPort)")
                 }
             } catch {
-                FileHandle.standardError.write(Data("lbs-gateway: \(error)\n".utf8))
+                writeToStandardError("lbs-gateway: \(error)\n")
                 throw ExitCode(1)
             }
         }

@@ -1,5 +1,12 @@
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// SIGTERM or SIGINT starts a graceful stop (the service group's); if that has not ended the process within
 /// `limit` (a service stuck on something that ignores cancellation), the process exits anyway, with a line
@@ -17,12 +24,23 @@ enum StopDeadline {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
             source.setEventHandler {
                 queue.asyncAfter(deadline: .now() + seconds) {
-                    FileHandle.standardError.write(Data("lbs-gateway: still stopping \(seconds) s after the stop signal; exiting now\n".utf8))
+                    writeToStandardError("lbs-gateway: still stopping \(seconds) s after the stop signal; exiting now\n")
                     exit(1)
                 }
             }
             source.resume()
             sources.append(source)
         }
+    }
+}
+
+/// A line for the operator on standard error (unbuffered, so it is there even if the process then exits).
+func writeToStandardError(_ text: String) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        if written < 0, errno == EINTR { continue }
+        guard written > 0 else { return }
+        bytes = bytes.dropFirst(written)
     }
 }

@@ -163,6 +163,9 @@ import Glibc
         let client = gateway.client
         let before = try await gateway.command("lbs/device/demo_plug/set", #"{"state":"ON"}"#, reply: "before")
         #expect(before.json?["status"] as? String == "ok", "\(before.text)")
+        // The command's own writes behind it (its state, every 100 ms; its outcome) must be on disk before it fills:
+        // one of them failing first would make storage unhealthy, and `first` would be refused before it is sent.
+        try await quietPeriod(.seconds(1))
         gateway.fill()
         let first = try await gateway.command("lbs/device/demo_plug/set", #"{"state":"OFF"}"#, reply: "first")
         #expect(first.json?["status"] as? String == "ok", "sent while stored, carried out: \(first.text)")

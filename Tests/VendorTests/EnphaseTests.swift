@@ -210,7 +210,7 @@ import VendorTesting
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let night = try #require(calendar.date(from: DateComponents(year: 2026, month: 11, day: 25, hour: 23, minute: 10)))
         let noon = try #require(calendar.date(from: DateComponents(year: 2026, month: 11, day: 25, hour: 12)))
-        let window = try #require(DailyWindow("22:55-00:30", timeZone: TimeZone(identifier: "UTC")!))
+        let window = try #require(DailyWindow("22:55-00:30", timeZone: .utc))
         #expect(window.start == 1375 && window.end == 30 && window.text == "22:55-00:30")
         #expect(window.contains(night) && !window.contains(noon) && window.contains(night.addingTimeInterval(3600)))
         #expect(!window.contains(night.addingTimeInterval(7200)), "01:10 is after it")

@@ -1,5 +1,12 @@
 import GatewayCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import GatewayModel
 import Logging
 import MQTT

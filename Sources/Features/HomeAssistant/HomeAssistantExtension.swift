@@ -1,5 +1,9 @@
 import GatewayCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import VendorKit
 import Logging

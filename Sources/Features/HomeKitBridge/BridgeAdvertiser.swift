@@ -1,11 +1,16 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
 import HAP
 import Logging
 import Synchronization
+import VendorKit
 
 /// Announces the bridge as `_hap._tcp` through the system's Avahi daemon (`avahi-publish`), so the Home app finds
 /// it; the record is published again whenever `c#` or the paired flag changes. Without Avahi the bridge still
@@ -23,7 +28,7 @@ final class BridgeAdvertiser: Sendable {
     private let state = Mutex(State())
 
     private struct State {
-        var process: Process?
+        var process: ChildProcess?
         var record: [String]?
         var warned = false
         var stopped = false
@@ -47,7 +52,7 @@ final class BridgeAdvertiser: Sendable {
 
     func update(configNumber: Int, paired: Bool) async {
         let record = Self.record(configNumber: configNumber, paired: paired, deviceID: deviceID, setupID: setupID, model: "LBS Gateway")
-        let old = state.withLock { state -> Process? in
+        let old = state.withLock { state -> ChildProcess? in
             guard !state.stopped, state.record != record else { return nil }
             state.record = record
             defer { state.process = nil }
@@ -73,23 +78,18 @@ final class BridgeAdvertiser: Sendable {
         start(record: record, configNumber: configNumber, paired: paired)
     }
 
-    static func kill(_ process: Process) async {
+    static func kill(_ process: ChildProcess) async {
         guard process.isRunning else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.kill(SIGKILL)
         for _ in 0..<100 where process.isRunning { try? await Task.sleep(for: .milliseconds(20)) }
     }
 
     private func start(record: [String], configNumber: Int, paired: Bool) {
         guard state.withLock({ $0.record == record && $0.process == nil && !$0.stopped }) else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         let publish = ["avahi-publish", "-s", name, "_hap._tcp", String(port)] + record
-        process.arguments = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") ? ["setpriv", "--pdeathsig", "KILL", "--"] + publish : publish
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
+        let arguments = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") ? ["setpriv", "--pdeathsig", "KILL", "--"] + publish : publish
         do {
-            try process.run()
+            let process = try ChildProcess.spawn(arguments, captureOutput: false)
             state.withLock { $0.process = process }
             logger.info("homekit bridge: announced as '\(name)' on port \(port) (c# \(configNumber), \(paired ? "paired" : "not paired"))")
         } catch {
@@ -104,11 +104,11 @@ final class BridgeAdvertiser: Sendable {
     }
 
     func stop() {
-        let process = state.withLock { state -> Process? in
+        let process = state.withLock { state -> ChildProcess? in
             state.stopped = true
             defer { state.process = nil }
             return state.process
         }
-        if let process, process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        if let process, process.isRunning { process.kill(SIGKILL) }
     }
 }

@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayCore
 import GatewayModel
 import HAP
@@ -145,7 +149,7 @@ final class BridgeExtension: GatewayExtension {
                 }
             }
         }
-        return Array(SHA256.hash(data: Array(text.utf8))).prefix(12).map { String(format: "%02x", $0) }.joined()
+        return Array(SHA256.hash(data: Array(text.utf8))).prefix(12).lowercaseHex
     }
 
     // MARK: Serving

@@ -1,5 +1,9 @@
 import GatewayCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The home's energy and volume counters (`grid_import_energy`, `water_volume` …) in `<base>/energy/home`,
 /// accumulated from each source's increments, never summed from their levels: a sum of levels jumps whenever a

@@ -1,6 +1,10 @@
 import GatewayCore
 import Cache
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Logging
 import VendorKit

@@ -1,7 +1,11 @@
 import FeatureHomeAssistant
 import GatewayCore
 import Cache
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Logging
 
@@ -61,7 +65,7 @@ package final class ScenesExtension: GatewayExtension {
             hub.fail(.retainedCommand(message.topic), device: nil, context: context, reply: reply)
             return true
         }
-        let word = String(decoding: message.payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let word = String(decoding: message.payload, as: UTF8.self).trimmingWhitespace()
         guard word.uppercased() == "ON" || word.isEmpty else {
             hub.fail(.invalidPayload("a scene runs with ON"), device: nil, context: context, reply: reply)
             return true

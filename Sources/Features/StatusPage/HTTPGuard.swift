@@ -1,5 +1,10 @@
 import GatewayCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import GatewayModel
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -196,7 +201,7 @@ package enum HTTPGuardResponse {
     }
 
     private static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        text.replacingEvery("\\", with: "\\\\").replacingEvery("\"", with: "\\\"")
     }
 }
 

@@ -1,6 +1,10 @@
 import GatewayCore
 import Cache
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// The live status page's data: devices, vendor health, the last 100 bridge events, the outbox and the

@@ -1,5 +1,9 @@
 import Cache
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Logging
 import Synchronization
@@ -98,7 +102,7 @@ public final class CacheLink: Sendable {
     /// Opens the cache at `path`; with `outboxJournal`, also its outbox journal (a journal that cannot be opened is
     /// logged, and commands are then stored by a database commit each).
     public convenience init(path: String, logger: Logger, outboxJournal: Bool = false) throws {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = path.deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
         // With the journal, opening it replays what a crash left in it (one read of the file, under its lock).
         var options = CacheStore.Options()

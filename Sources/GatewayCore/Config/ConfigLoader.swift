@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import VendorKit
 import Yams
@@ -20,7 +24,7 @@ public enum ConfigLoader {
     }
 
     public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment, vendors: VendorCatalog) -> Result<GatewayConfig, Failure> {
-        text(ofFile: path).flatMap { parse(yaml: $0, environment: environment, baseDirectory: (path as NSString).deletingLastPathComponent, vendors: vendors) }
+        text(ofFile: path).flatMap { parse(yaml: $0, environment: environment, baseDirectory: path.deletingLastPathComponent, vendors: vendors) }
     }
 
     /// The config file's text, or why it cannot be read.
@@ -75,7 +79,7 @@ public enum ConfigLoader {
         text(ofFile: path).flatMap(compose).map { root in
             guard let root else { return References(brokerURL: nil, files: []) }
             var reader = ConfigReader()
-            let config = read(root, reader: &reader, environment: [:], baseDirectory: (path as NSString).deletingLastPathComponent, vendors: vendors)
+            let config = read(root, reader: &reader, environment: [:], baseDirectory: path.deletingLastPathComponent, vendors: vendors)
             let url = config?.mqtt.url ?? ""
             return References(brokerURL: url.isEmpty ? nil : url, files: reader.namedFiles)
         }
@@ -146,8 +150,8 @@ public enum ConfigLoader {
         }
         if let directory = reader.string(mqttNode?["ca_path"], at: "mqtt.ca_path") {
             let resolved = ConfigReader.resolve(directory, baseDirectory: baseDirectory)
-            var isDirectory: ObjCBool = false
-            if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory) || !isDirectory.boolValue {
+            var isDirectory = false
+            if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory) || !isDirectory {
                 reader.problem("mqtt.ca_path", "'\(directory)' is not a directory", fix: "give a directory of CA certificates hashed with 'openssl rehash'")
             }
             mqtt.caPath = resolved
@@ -199,7 +203,7 @@ public enum ConfigLoader {
         if let delay = reader.number(haNode?["republish_delay"], at: "homeassistant.republish_delay", range: 0...300) { ha.republishDelayMax = delay }
         if let node = reader.string(haNode?["node_id"], at: "homeassistant.node_id") {
             // Home Assistant accepts [a-zA-Z0-9_-] in a discovery node id.
-            if !node.isEmpty, node.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == "-") }) {
+            if !node.isEmpty, node.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "_" || $0 == "-") }) {
                 ha.nodeID = node
             } else {
                 reader.problem("homeassistant.node_id", "'\(node)' is not a usable discovery node id",
@@ -330,7 +334,7 @@ public enum ConfigLoader {
             reader.problem(path, "'\(listen)' is not host:port", fix: "write e.g. \(example)")
             return nil
         }
-        return (String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port)
+        return (String(listen[..<colon].drop { $0 == "[" }.reversed().drop { $0 == "]" }.reversed()), port)
     }
 
     /// `http.allowed_hosts`: host names or addresses, without scheme or path.

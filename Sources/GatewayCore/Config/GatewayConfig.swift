@@ -1,5 +1,9 @@
 import Cache
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import VendorKit
 

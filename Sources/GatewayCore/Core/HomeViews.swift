@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// Views of the whole home that no single vendor gives.

@@ -1,7 +1,12 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GatewayModel
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// sd_notify(3) without linking libsystemd: state lines (`READY=1`, `WATCHDOG=1`, `STATUS=…`, `STOPPING=1`) sent
 /// as one datagram to the AF_UNIX socket systemd names in `NOTIFY_SOCKET` (a path, or `@name` for the abstract
@@ -31,7 +36,7 @@ public struct SystemdNotifier: Sendable {
     public func notify(_ lines: [String]) -> Bool {
         guard let socketPath else { return false }
         // A status line never carries a newline of its own into the protocol.
-        let message = lines.map { $0.replacingOccurrences(of: "\n", with: " ") }.joined(separator: "\n")
+        let message = lines.map { $0.replacingEvery("\n", with: " ") }.joined(separator: "\n")
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// A daily stretch of local time when a device is known to stop answering: an Enphase Envoy resets itself

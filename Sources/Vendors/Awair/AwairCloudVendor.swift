@@ -1,5 +1,9 @@
 import CurlHTTP
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Logging
 import Resilience
@@ -60,7 +64,7 @@ public final class AwairCloudVendor: Vendor {
             let path = "/users/self/devices/\(FormEncoding.escape(monitor.deviceType))/\(monitor.deviceId)/air-data/latest?fahrenheit=false"
             let latest = try await call(path, WireCloudLatest.self, context: "latest reading", use: use)
             if let failure = latest.errors?.compactMap(\.message).first {
-                throw failure.localizedCaseInsensitiveContains("too many requests")
+                throw failure.lowercased().contains("too many requests")
                     ? GatewayError(.rateLimited, message: "Awair: \(failure)", suggestion: "The account's daily quota is used up; the gateway waits for it to reset.")
                     : GatewayError(.malformedResponse, message: "Awair answered with an error: \(failure)")
             }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// Awair readings → the gateway's keys (units as Awair sends them: °C, %RH, ppm, ppb, µg/m³, lux, dBA).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The Awair Home developer API (`https://developer-apis.awair.is/v1`) and the devices' Local API, as
 /// python_awair's recorded cassettes show them.

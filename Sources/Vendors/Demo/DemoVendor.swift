@@ -16,9 +16,9 @@ public struct DemoOptions: Sendable, Hashable {
     /// Seed for the drift; the same seed (and start time) gives the same readings.
     public var seed: UInt64
     /// The time zone whose time of day the sun and the home load follow (the machine's by default).
-    public var timeZone: TimeZone
+    public var timeZone: LocalZone
 
-    public init(pollInterval: Duration = .seconds(5), extraDevices: Int = 0, seed: UInt64 = 0x1b5, timeZone: TimeZone = .current) {
+    public init(pollInterval: Duration = .seconds(5), extraDevices: Int = 0, seed: UInt64 = 0x1b5, timeZone: LocalZone = .current) {
         self.pollInterval = pollInterval
         self.extraDevices = extraDevices
         self.seed = seed

@@ -63,9 +63,9 @@ struct DemoWorld {
     private var rng: SplitMix64
     private var lastDrift: Date
     private var flows = Flows()
-    private let timeZone: TimeZone
+    private let timeZone: LocalZone
 
-    init(instanceID: String, extraDevices: Int, seed: UInt64, start: Date, timeZone: TimeZone = .current) {
+    init(instanceID: String, extraDevices: Int, seed: UInt64, start: Date, timeZone: LocalZone = .current) {
         rng = SplitMix64(seed: seed)
         lastDrift = start
         self.timeZone = timeZone

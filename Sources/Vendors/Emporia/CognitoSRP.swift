@@ -1,5 +1,10 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import GatewayModel
 import ModularPower
 
 /// The client's half of AWS Cognito's `USER_SRP_AUTH` (SRP-6a over the 3072-bit group of RFC 5054 with SHA-256),
@@ -66,11 +71,13 @@ package struct CognitoSRP: Sendable {
 
     /// Cognito's timestamp: `EEE MMM d HH:mm:ss 'UTC' yyyy` in English, UTC, the day not zero-padded.
     package static func timestamp(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "EEE MMM d HH:mm:ss 'UTC' yyyy"
-        return formatter.string(from: date)
+        let parts = LocalZone.utc.components(of: date)
+        let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        let weekday = weekdays[(parts.weekday - 1) % 7]
+        let month = months[(parts.month - 1) % 12]
+        let time = "\(parts.hour.zeroPadded(2)):\(parts.minute.zeroPadded(2)):\(parts.second.zeroPadded(2))"
+        return "\(weekday) \(month) \(parts.day) \(time) UTC \(parts.year)"
     }
 
     /// The pool's name: `us-east-2_ghlOXVLi1` → `ghlOXVLi1`.
@@ -91,7 +98,7 @@ package struct CognitoSRP: Sendable {
 
     static func hexHash(_ hex: String) -> String { Self.hex(SHA256.hash(data: bytes(hex: hex))) }
 
-    static func hex(_ digest: some Sequence<UInt8>) -> String { digest.map { String(format: "%02x", $0) }.joined() }
+    static func hex(_ digest: some Sequence<UInt8>) -> String { digest.lowercaseHex }
 
     static func bytes(hex: String) -> Data {
         var data = Data(capacity: hex.count / 2)

@@ -1,5 +1,9 @@
 import CurlHTTP
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Resilience
 import Synchronization

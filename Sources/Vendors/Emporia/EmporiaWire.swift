@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Emporia's cloud (`https://api.emporiaenergy.com`), as PyEmVue's API notes document it.
 

@@ -1,5 +1,9 @@
 import CurlHTTP
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Logging
 import Resilience
@@ -224,7 +228,7 @@ public final class EnphaseVendor: Vendor {
             let body: JSONValue = ["session_id": .string(id), "serial_num": .string(serial), "username": .string(login.username)]
             tokens.body = Data(body.render().utf8)
             let answer = try await cloud.send(tokens, use: .refresh, expectsJSON: false)
-            let token = String(decoding: answer.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let token = String(decoding: answer.body, as: UTF8.self).trimmingWhitespace()
             guard token.split(separator: ".").count == 3 else {
                 throw cloud.classifier.unexpectedShape("it is not a token", context: "Enphase token service answer")
             }

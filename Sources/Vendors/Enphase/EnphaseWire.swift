@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import GatewayModel
 
 /// The IQ Gateway's (Envoy's) local JSON, as pyenphase's recorded firmwares 3.9, 7.6 and 8.2 serve it.
 
@@ -115,8 +120,8 @@ struct EnphaseInfo: Sendable, Equatable {
     /// Reads the few tags the gateway needs; nil unless there is a serial number.
     static func parse(_ xml: String) -> EnphaseInfo? {
         func tag(_ name: String) -> String? {
-            guard let open = xml.range(of: "<\(name)>"), let close = xml.range(of: "</\(name)>", range: open.upperBound..<xml.endIndex) else { return nil }
-            let value = xml[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let open = xml.firstRange(of: "<\(name)>"), let close = xml[open.upperBound...].firstRange(of: "</\(name)>") else { return nil }
+            let value = xml[open.upperBound..<close.lowerBound].trimmingWhitespace()
             return value.isEmpty ? nil : value
         }
         guard let serial = tag("sn"), serial.allSatisfy(\.isNumber) else { return nil }

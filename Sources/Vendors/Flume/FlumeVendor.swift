@@ -1,5 +1,9 @@
 import CurlHTTP
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Logging
 import Resilience
@@ -152,7 +156,7 @@ public final class FlumeVendor: Vendor {
     private func readings(
         of sensor: WireDevice, deviceID: String, user: String, at now: Date, use: QuotaScheduler.Use
     ) async throws(GatewayError) -> (flow: Double?, volume: Double?) {
-        let zone = sensor.location?.tz.flatMap(TimeZone.init(identifier:)) ?? .current
+        let zone = sensor.location?.tz.flatMap(LocalZone.init(identifier:)) ?? .current
         let clock = FlumeTime(zone: zone)
         let minute = clock.minuteStart(now)
         let today = clock.day(now)
@@ -301,23 +305,18 @@ public final class FlumeVendor: Vendor {
 
 /// Flume's wall-clock times: `yyyy-MM-dd HH:mm:ss` in the sensor's time zone.
 struct FlumeTime {
-    let zone: TimeZone
-
-    var calendar: Calendar {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        return calendar
-    }
+    let zone: LocalZone
 
     func format(_ date: Date) -> String {
-        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        func two(_ value: Int?) -> String { (value ?? 0) < 10 ? "0\(value ?? 0)" : "\(value ?? 0)" }
-        return "\(parts.year ?? 1970)-\(two(parts.month))-\(two(parts.day)) \(two(parts.hour)):\(two(parts.minute)):\(two(parts.second))"
+        let parts = zone.components(of: date)
+        func two(_ value: Int) -> String { value.zeroPadded(2) }
+        return "\(parts.year)-\(two(parts.month))-\(two(parts.day)) \(two(parts.hour)):\(two(parts.minute)):\(two(parts.second))"
     }
 
     func day(_ date: Date) -> String { String(format(date).prefix(10)) }
 
     func minuteStart(_ date: Date) -> Date {
-        calendar.dateInterval(of: .minute, for: date)?.start ?? date
+        // Offsets are whole minutes in every zone since 1972, so a local minute starts on a UTC minute.
+        Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 60).rounded(.down) * 60)
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Flume's Personal API (`https://api.flumetech.com`): every answer is an envelope whose `data` holds the
 /// result (as PyFlume's recorded answers show); `success:false` carries the reason in `message`/`detailed`.

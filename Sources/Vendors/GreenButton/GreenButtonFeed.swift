@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// A Green Button (NAESB REQ.21 ESPI) download or Green Button Connect feed, reduced to what the gateway
@@ -181,7 +185,7 @@ struct EntryCollector {
 
     mutating func end(_ name: String) {
         defer { _ = path.popLast() }
-        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = text.trimmingWhitespace()
         text = ""
         guard current != nil else { return }
         let parent = path.count >= 2 ? path[path.count - 2] : ""

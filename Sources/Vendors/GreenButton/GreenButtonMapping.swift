@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import GatewayModel
 
 /// Green Button units → the gateway's keys. Electricity in Wh becomes kWh counters (`grid_import_energy`

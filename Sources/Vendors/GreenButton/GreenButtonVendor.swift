@@ -1,5 +1,9 @@
 import CurlHTTP
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Logging
 import Resilience
@@ -152,12 +156,12 @@ public final class GreenButtonVendor: Vendor {
 
     /// The file itself, or every `*.xml` in the folder (sorted, so the result does not depend on the order).
     static func files(at path: String) throws(GatewayError) -> [String] {
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw GatewayError(.notFound, message: "The Green Button file or folder '\(path)' does not exist.",
                                suggestion: "Save the utility's Green Button download there, or correct path.")
         }
-        guard isDirectory.boolValue else { return [path] }
+        guard isDirectory else { return [path] }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         let files = names.filter { $0.lowercased().hasSuffix(".xml") }.sorted().map { path + "/" + $0 }
         guard !files.isEmpty else {

@@ -1,8 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
 import GatewayModel
+import VendorKit
 
 /// One `_hap._tcp` service seen over mDNS: an accessory's name, its TXT record and where it answers.
 public struct HAPServiceRecord: Sendable, Equatable {
@@ -68,37 +73,31 @@ public struct AvahiBrowser: HAPServiceBrowserProtocol {
 
     /// Runs the browser with a deadline; its output, or a clear error when Avahi is not there.
     private func run(_ arguments: [String]) async throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        do { try process.run() } catch {
-            throw Self.unavailable("cannot start \(executable): \(error)")
+        let process: ChildProcess
+        do {
+            process = try ChildProcess.spawn(arguments, captureOutput: true)
+        } catch {
+            throw Self.unavailable(error.notFound ? "\(executable) is not installed" : error.description)
         }
         let deadline = Task {
             try await Task.sleep(for: timeout)
-            // SIGKILL: the gateway blocks SIGTERM for its own signal handling, and children inherit the mask.
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.kill(SIGKILL)
         }
         defer { deadline.cancel() }
-        // Read to the end off the cooperative pool: the pipe may hold more than its buffer.
-        let data = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(returning: output.fileHandleForReading.readDataToEndOfFile())
-            }
-        }
-        process.waitUntilExit()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        if process.terminationStatus == 127 || stderr.contains("No such file") {
-            throw Self.unavailable("\(executable) is not installed")
-        }
-        if process.terminationReason == .exit, process.terminationStatus != 0, data.isEmpty {
-            throw Self.unavailable(stderr.split(separator: "\n").first.map(String.init) ?? "\(executable) failed (\(process.terminationStatus))")
+        // Both pipes at once: a child blocked on a full one would never close the other.
+        async let errorBytes = Self.readAll(process.errors)
+        let data = await Self.readAll(process.output)
+        let stderr = String(decoding: await errorBytes, as: UTF8.self)
+        let status = await process.waitForExit()
+        if case .exited(let code) = status, code != 0, data.isEmpty {
+            throw Self.unavailable(stderr.split(separator: "\n").first.map(String.init) ?? "\(executable) failed (\(code))")
         }
         return String(decoding: data, as: UTF8.self)
+    }
+
+    private static func readAll(_ descriptor: Int32?) async -> [UInt8] {
+        guard let descriptor else { return [] }
+        return await ChildProcess.readToEnd(descriptor)
     }
 
     static func unavailable(_ reason: String) -> GatewayError {

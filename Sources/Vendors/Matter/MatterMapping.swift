@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import GatewayModel
 
 /// Where one published key lives on a node: its endpoint, and the key it is there (`state_2` is `state` on 2).
@@ -112,7 +119,7 @@ enum MatterMapping {
     }
 
     static func text(_ value: MatterValue?) -> String? {
-        guard let text = value?.string?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty else { return nil }
+        guard let text = value?.string?.trimmingWhitespace(), !text.isEmpty else { return nil }
         return text
     }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// The python-matter-server WebSocket API (schema 11; matterjs-server keeps it): what the server sends.

@@ -1,6 +1,10 @@
 import CurlHTTP
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import Logging
 import Resilience
@@ -312,9 +316,7 @@ public final class SenseVendor: Vendor {
     func readTrends(use: QuotaScheduler.Use) async throws(GatewayError) {
         try await session.prepare()
         guard let monitor = tokens.current.monitors.first(where: { options.monitorIDs.isEmpty || options.monitorIDs.contains($0.id) }) else { return }
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = .current
-        let start = ISOTime.format(calendar.startOfDay(for: http.now()))
+        let start = ISOTime.format(LocalZone.current.startOfDay(for: http.now()))
         let path = "/app/history/trends?monitor_id=\(monitor.id)&device_id=always_on&scale=DAY&start=\(FormEncoding.escape(start))"
         var request = HTTPClientRequest(url: options.network.base + path, timeout: options.network.timeout)
         request.headers.set(name: "Accept", value: "application/json")
@@ -422,7 +424,7 @@ public final class SenseVendor: Vendor {
     static func totpCode(_ options: SenseOptions, now: Date) -> String? {
         if let secret = options.totpSecret { return TOTP.code(secret: secret.reveal(), at: now) }
         guard let file = options.totpFile, let text = try? String(contentsOfFile: file, encoding: .utf8) else { return nil }
-        let code = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let code = text.trimmingWhitespace()
         return code.count == 6 && code.allSatisfy(\.isNumber) ? code : nil
     }
 }

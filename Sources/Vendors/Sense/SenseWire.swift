@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Sense's REST API (`https://api.sense.com/apiservice/api/v1`) and realtime feed, as scottbonline/sense,
 /// openHAB's binding and dnesting/sense document them.

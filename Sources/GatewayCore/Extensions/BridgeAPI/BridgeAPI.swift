@@ -1,5 +1,9 @@
 import CommandParsing
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 import VendorKit
 import Logging
@@ -61,7 +65,7 @@ package final class BridgeAPI: GatewayExtension {
         if let refusal = hub.refusal(of: message) { return hub.fail(refusal, device: nil, context: context, reply: reply) }
         // The payload is a JSON object, empty, or a bare string (`device/refresh` accepts the id alone).
         var body: [String: JSONValue] = [:]
-        let text = String(decoding: message.payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: message.payload, as: UTF8.self).trimmingWhitespace()
         if !text.isEmpty {
             switch JSONValue.parse(message.payload) {
             case .success(.object(let object)): body = object
@@ -361,7 +365,7 @@ package final class BridgeAPI: GatewayExtension {
         }
         for key in current.keys.sorted() where !causes.contains(where: { $0.key == key }) {
             let now = Self.count(current[key]), before = Self.count(previous[key])
-            if now > before { parts.append("\(Int(now - before)) \(key.replacingOccurrences(of: "_", with: " "))") }
+            if now > before { parts.append("\(Int(now - before)) \(key.replacingEvery("_", with: " "))") }
         }
         if !parts.isEmpty { hub.rateLimitedLog("drops", .warning, "dropped " + parts.joined(separator: "; ")) }
         publishBridgeInfo()

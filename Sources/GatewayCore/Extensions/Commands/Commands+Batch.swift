@@ -1,5 +1,9 @@
 import Cache
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// Batch items of one vendor leave in one vendor call (`Vendor.executeBatch`), without giving up

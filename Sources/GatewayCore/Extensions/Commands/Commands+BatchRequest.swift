@@ -1,5 +1,9 @@
 import CommandParsing
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 extension Commands {

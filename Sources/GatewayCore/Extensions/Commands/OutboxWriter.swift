@@ -1,5 +1,9 @@
 import Cache
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// The one writer of the outbox. Everything that arrives while a transaction runs goes into the next one,

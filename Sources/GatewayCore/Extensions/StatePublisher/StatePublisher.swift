@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GatewayModel
 
 /// Device topics: `<base>/device/<id>` (state snapshot), `/availability`, and the vendors' health on
