@@ -83,8 +83,6 @@ let package = Package(
         .executable(name: "consciousness-sim", targets: ["ConsciousnessSim"]),
         .executable(name: "lbs-sim", targets: ["LBSSim"]),
         .executable(name: "lbs-bench", targets: ["Bench"]),
-        // deploy/build-release.sh: the part of ICU's data the static build carries.
-        .executable(name: "lbs-icu-data", targets: ["ICUDataFilter"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -167,7 +165,6 @@ let package = Package(
                 // The HomeKit bridge's setup id (SHA-256 of its code).
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strict + fuzzed
         ),
@@ -238,8 +235,6 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Build tool of deploy/build-release.sh: filters the toolchain's ICU data package (no dependencies, no Foundation).
-        .executableTarget(name: "ICUDataFilter", swiftSettings: strict),
 
         // libFuzzer harnesses (deploy/fuzz.sh).
         .target(name: "FuzzDriver", path: "Fuzz/FuzzDriver", swiftSettings: strict + fuzzTarget),
@@ -258,7 +253,6 @@ let package = Package(
         ),
 
         .testTarget(name: "GatewayModelTests", dependencies: ["GatewayModel"], swiftSettings: strict),
-        .testTarget(name: "ICUDataFilterTests", dependencies: ["ICUDataFilter"], swiftSettings: strict),
         .testTarget(name: "MQTTTests", dependencies: ["TestTraits", "MQTT", "GatewayTesting"], swiftSettings: strict),
         // BigInt in the simulators and tests: an SRP implementation independent of the gateway's (ModularPower).
         .testTarget(name: "HAPTests", dependencies: ["HAP", "GatewayModel", "ModularPower", "VendorSimulators", .product(name: "BigInt", package: "BigInt"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
@@ -275,7 +269,9 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: ["TestTraits", "LBSGatewayApp", "GatewayCore", "CommandParsing", "GatewayTesting", "ConsciousnessSimulator", "VendorSimulators", "Cache", "GatewayModel", "VendorKit", "VendorTesting",
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")] + featureTargets + vendorTargets,
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log"),
+                           // The YAML reader's answers are compared with Yams'.
+                           .product(name: "Yams", package: "Yams")] + featureTargets + vendorTargets,
             swiftSettings: strict
         ),
     ],

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the native libraries and the broker the gateway and its tests need (Debian 12).
 set -euo pipefail
-packages=(mosquitto mosquitto-clients valgrind libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libxml2 openssl socat pkg-config)
+# tzdata: the time zones the gateway reads (LocalZone) and its tests compare with Foundation's.
+packages=(mosquitto mosquitto-clients tzdata valgrind libmosquitto-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libxml2 openssl socat pkg-config)
 # python3-venv: the HomeKit tests' real accessory (HAP-python in a venv, deploy/homekit/peer-setup.sh).
 packages+=(python3-venv)
 # Avahi: the HomeKit vendor finds accessories over mDNS through it (avahi-browse), as on an edge box.

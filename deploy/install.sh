@@ -50,13 +50,13 @@ fi
 binary="${LBS_INSTALL_BINARY:-.build/release/lbs-gateway}"
 [ -x "$binary" ] || { echo "install.sh: $binary is missing; build it or drop --no-build" >&2; exit 1; }
 
-# What the binary links dynamically (readelf -d): the rest (Swift, Foundation) is inside it.
-# ca-certificates: the CA store for mqtts:// and the vendors' https.
+# What the binary links dynamically (readelf -d): the rest (Swift, FoundationEssentials) is inside it.
+# ca-certificates: the CA store for mqtts:// and the vendors' https. tzdata: the time zones (LocalZone reads them).
 if $packages; then
-  apt_install libsqlite3-0 libssl3 libmosquitto1 libcurl4 libstdc++6 ca-certificates
+  apt_install libsqlite3-0 libssl3 libmosquitto1 libcurl4 libstdc++6 ca-certificates tzdata
 fi
-# Time zones, calendar, date formats and YAML against known answers: the static build carries only part of ICU's
-# data (deploy/build-release.sh), and a binary built elsewhere (--no-build) is checked the same way.
+# Time zones (from tzdata: /usr/share/zoneinfo), the local date and YAML against known answers, on this machine
+# and for this binary (one built elsewhere with --no-build is checked the same way).
 if ! "$binary" self-test > /dev/null 2>&1; then
   "$binary" self-test >&2 || true
   echo "install.sh: $binary failed its self-test (above); not installed" >&2; exit 1
@@ -64,7 +64,7 @@ fi
 
 install -d "$root/usr/local/bin" "$root/usr/local/lib/debug/usr/local/bin" "$root/etc/lbs-gateway" \
   "$root/etc/systemd/system/lbs-gateway.service.d" "$root/var/lib/lbs-gateway"
-# Stripped (48 MB instead of 139 MB): the symbols go to a .debug file that gdb finds by the debug link, with
+# Stripped (33 MB instead of 121 MB): the symbols go to a .debug file that gdb finds by the debug link, with
 # `set debug-file-directory /usr/local/lib/debug` (the same layout as Debian's /usr/lib/debug).
 debug_file="$root/usr/local/lib/debug/usr/local/bin/lbs-gateway.debug"
 objcopy_tool=$(command -v objcopy || command -v llvm-objcopy || true)

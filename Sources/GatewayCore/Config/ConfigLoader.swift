@@ -5,7 +5,6 @@ import Foundation
 #endif
 import GatewayModel
 import VendorKit
-import Yams
 
 /// Turns a YAML file plus environment overrides into a validated `GatewayConfig`,
 /// or into the complete list of problems, each with its key path and a fix.
@@ -40,10 +39,10 @@ public enum ConfigLoader {
 
     /// The YAML's root node (nil: an empty file), or why it is not YAML.
     private static func compose(_ yaml: String) -> Result<ConfigNode?, Failure> {
-        do {
-            return .success(try Yams.compose(yaml: yaml).map { ConfigNode($0) })
+        do throws(YAMLReader.SyntaxError) {
+            return .success(try YAMLReader.parse(yaml))
         } catch {
-            return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "not valid YAML: \(yamlErrorSummary(error))", fix: "check indentation and quoting near that line")]))
+            return .failure(Failure(problems: [ConfigProblem(path: "(file)", message: "not valid YAML: \(error)", fix: "check indentation and quoting near that line")]))
         }
     }
 
@@ -520,11 +519,6 @@ public enum ConfigLoader {
         if url.contains("@") {
             reader.problem("mqtt.url", "credentials in the URL are not accepted", fix: "use mqtt.username and mqtt.password_file or \(Environment.password)")
         }
-    }
-
-    private static func yamlErrorSummary(_ error: any Error) -> String {
-        let text = "\(error)"
-        return text.split(separator: "\n").first.map(String.init) ?? text
     }
 }
 

@@ -1,8 +1,10 @@
 import VendorKit
 import Yams
 
+/// Yams' node as a `ConfigNode`, the way the gateway read its config before `YAMLReader`: the reference its
+/// answers are compared with.
 extension ConfigNode {
-    package init(_ node: Node) {
+    init(yams node: Node) {
         switch node {
         case .scalar(let scalar):
             if scalar.style == .plain, ["", "~", "null", "Null", "NULL"].contains(scalar.string) {
@@ -11,9 +13,9 @@ extension ConfigNode {
                 self = .scalar(scalar.string, line: scalar.mark.map { $0.line } ?? 0)
             }
         case .mapping(let mapping):
-            self = .mapping(mapping.map { (key: $0.key.string ?? "\($0.key)", value: ConfigNode($0.value)) })
+            self = .mapping(mapping.map { (key: $0.key.string ?? "\($0.key)", value: ConfigNode(yams: $0.value)) })
         case .sequence(let sequence):
-            self = .sequence(sequence.map(ConfigNode.init))
+            self = .sequence(sequence.map { ConfigNode(yams: $0) })
         case .alias:
             self = .null
         }
