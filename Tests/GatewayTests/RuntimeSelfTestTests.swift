@@ -20,7 +20,7 @@ import Testing
     @Test func aZoneIsDescribedByItsOffsetSeasonAndNextChange() throws {
         let instant = RuntimeSelfTest.instant
         #expect(RuntimeSelfTest.describe(nil, at: instant) == "unknown")
-        #expect(RuntimeSelfTest.describe(try #require(LocalZone(identifier: "America/St_Johns")), at: instant)
+        #expect(RuntimeSelfTest.describe(LocalZone(identifier: "America/St_Johns"), at: instant)
             == "UTC-02:30, daylight saving, next change 2025-11-02T04:30:00.000Z")
         #expect(RuntimeSelfTest.describe(LocalZone.utc, at: instant) == "UTC+00:00, standard time, no change ahead")
         #expect(RuntimeSelfTest.offset(-9000) == "UTC-02:30" && RuntimeSelfTest.offset(20700) == "UTC+05:45" && RuntimeSelfTest.offset(0) == "UTC+00:00")
