@@ -17,8 +17,8 @@ import VendorKit
 /// works for controllers given its address, and the log says so once.
 ///
 /// The publisher is a child process that must not outlive the gateway (a stale record would make the next start's
-/// record "LBS Gateway #2"): it runs under `setpriv --pdeathsig KILL`, is stopped with SIGKILL (the gateway blocks
-/// SIGTERM for its signal handling, and children inherit that mask), and `keepAlive` starts it again if it ended.
+/// record "LBS Gateway #2"): it runs under `setpriv --pdeathsig KILL`, is stopped with SIGKILL (at once, with
+/// nothing to clean up), and `keepAlive` starts it again if it ended.
 final class BridgeAdvertiser: Sendable {
     let name: String
     let port: Int

@@ -6,7 +6,7 @@ import Dispatch
 import Synchronization
 
 /// A helper program the gateway starts (Avahi's `avahi-browse`, `avahi-publish`), through `posix_spawnp`:
-/// Foundation's `Process` is all that kept full Foundation (and its 15 MB) in the installed binary.
+/// Foundation's `Process` needs full Foundation, which the installed binary leaves out (about 15 MB with ICU).
 ///
 /// The child gets /dev/null for what is not captured, none of the gateway's other descriptors, the default
 /// signal mask and dispositions (the gateway blocks SIGTERM for its own handling; a child must not inherit that).
@@ -35,6 +35,9 @@ public final class ChildProcess: Sendable {
         self.output = output
         self.errors = errors
     }
+
+    /// A child that ended is reaped here at the latest (one still running is left to run; `kill` it first).
+    deinit { _ = exitStatus }
 
     /// Starts `arguments[0]` (looked up on the PATH) with the rest as its arguments.
     public static func spawn(_ arguments: [String], captureOutput: Bool) throws(SpawnError) -> ChildProcess {
