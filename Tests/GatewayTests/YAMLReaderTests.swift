@@ -193,3 +193,18 @@ struct SplitMix {
         return z ^ (z >> 31)
     }
 }
+
+/// Anchors that repeat each other stand for more entries than the file holds; past 100,000 the reader refuses.
+@Suite struct YAMLReaderAliasTests {
+    @Test func aBillionLaughsIsRefusedAndOrdinaryAliasesAreRead() throws {
+        var laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        for (name, previous) in zip("bcdefghij", "abcdefghi") {
+            laughs += "\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 10).joined(separator: ", ") + "]\n"
+        }
+        let error = try #require(throws: YAMLReader.SyntaxError.self) { try YAMLReader.parse(laughs) }
+        #expect(error.reason.contains("100000"), "\(error)")
+        let ordinary = try YAMLReader.parse("base: &b {host: h, port: 1}\none: *b\ntwo: *b\nlist: &l [1, 2]\nthree: *l\n")
+        #expect(ordinary?["two"] == .mapping([(key: "host", value: .scalar("h", line: 1)), (key: "port", value: .scalar("1", line: 1))]))
+        #expect(ordinary?["three"] == .sequence([.scalar("1", line: 4), .scalar("2", line: 4)]))
+    }
+}

@@ -202,7 +202,7 @@ public enum ConfigLoader {
         if let delay = reader.number(haNode?["republish_delay"], at: "homeassistant.republish_delay", range: 0...300) { ha.republishDelayMax = delay }
         if let node = reader.string(haNode?["node_id"], at: "homeassistant.node_id") {
             // Home Assistant accepts [a-zA-Z0-9_-] in a discovery node id.
-            if !node.isEmpty, node.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "_" || $0 == "-") }) {
+            if !node.isEmpty, node.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" }) {
                 ha.nodeID = node
             } else {
                 reader.problem("homeassistant.node_id", "'\(node)' is not a usable discovery node id",
@@ -333,7 +333,9 @@ public enum ConfigLoader {
             reader.problem(path, "'\(listen)' is not host:port", fix: "write e.g. \(example)")
             return nil
         }
-        return (String(listen[..<colon].drop { $0 == "[" }.reversed().drop { $0 == "]" }.reversed()), port)
+        var host = listen[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return (String(host), port)
     }
 
     /// `http.allowed_hosts`: host names or addresses, without scheme or path.

@@ -4,10 +4,10 @@ import VendorKit
 /// block (`|`, `>`) scalars, comments, anchors and aliases, one document. Every scalar stays text (typing is the
 /// config reader's job); a plain empty value, `~` and `null` are `.null`.
 ///
-/// Not supported, each refused with its line: complex keys (`? `), several documents, tags other than the
-/// standard ones (which are ignored), tabs as indentation. What a configuration needs of YAML 1.2 and nothing more:
-/// Yams (libyaml) was the only thing keeping full Foundation in the installed binary. Tests compare every answer
-/// with Yams on the repository's configs, the docs' examples and the fuzzing corpus.
+/// Refused, each with its line: complex keys (`? `), a second document, tabs as indentation, a key twice in one
+/// mapping, aliases that repeat more than 100,000 entries. Tags (`!!str`) are read and ignored. What a configuration
+/// needs of YAML 1.2 and nothing more: Yams imports full Foundation, which the installed binary leaves out. Tests
+/// compare its answers with Yams' on the repository's YAML, the docs' examples, the fuzzing corpus and edited configs.
 public struct YAMLReader {
     public struct SyntaxError: Error, Equatable, CustomStringConvertible {
         public var line: Int
@@ -20,9 +20,13 @@ public struct YAMLReader {
     private var index = 0
     private var line = 1
     private var lineStart = 0
-    private var anchors: [String: ConfigNode] = [:]
+    private var anchors: [String: (node: ConfigNode, size: Int)] = [:]
     private var depth = 0
     private static let maximumDepth = 64
+    /// Nodes read so far, each alias counting as the nodes it repeats: a few lines of anchors that repeat each other
+    /// ("billion laughs") would otherwise stand for more entries than any reader of the config could walk.
+    private var expanded = 0
+    private static let maximumNodes = 100_000
 
     private init(_ text: String) {
         var bytes = Array(text.utf8)
@@ -83,6 +87,7 @@ public struct YAMLReader {
         depth += 1
         defer { depth -= 1 }
         guard depth <= Self.maximumDepth else { throw error("nested more than \(Self.maximumDepth) levels deep") }
+        let first = try countNode()
         skipSpaces()
         var onNewLine = false
         if atLineEnd {
@@ -94,11 +99,11 @@ public struct YAMLReader {
         if hadProperties, atLineEnd {
             // `key: &anchor` with the node on the lines below.
             try skipBlankLines()
-            guard index < bytes.count, column >= minimumIndent, !isMarker("---"), !isMarker("...") else { return remember(anchor, .null) }
+            guard index < bytes.count, column >= minimumIndent, !isMarker("---"), !isMarker("...") else { return remember(anchor, .null, from: first) }
             onNewLine = true
         }
         let value = try content(minimumIndent: minimumIndent, parentIndent: parentIndent, compact: compact || onNewLine)
-        return remember(anchor, value)
+        return remember(anchor, value, from: first)
     }
 
     private mutating func content(minimumIndent: Int, parentIndent: Int, compact: Bool) throws(SyntaxError) -> ConfigNode {
@@ -180,7 +185,7 @@ public struct YAMLReader {
             }
             key = trimmedText(start, index)
         }
-        _ = remember(anchor, .scalar(key, line: line))
+        _ = remember(anchor, .scalar(key, line: line), from: expanded - 1)
         guard peek() == UInt8(ascii: ":"), isBlank(at: index + 1) else { throw error("expected ':' after the key '\(key)'") }
         index += 1
         return key
@@ -331,6 +336,7 @@ public struct YAMLReader {
         depth += 1
         defer { depth -= 1 }
         guard depth <= Self.maximumDepth else { throw error("nested more than \(Self.maximumDepth) levels deep") }
+        let first = try countNode()
         try skipFlowSpace()
         let (anchor, _) = try properties()
         try skipFlowSpace()
@@ -343,11 +349,11 @@ public struct YAMLReader {
         case UInt8(ascii: "\""), UInt8(ascii: "'"): value = .scalar(try quoted(), line: startLine)
         case UInt8(ascii: "*"): value = try alias()
         default:
-            guard !isFlowIndicator(at: index) else { return remember(anchor, .null) }
+            guard !isFlowIndicator(at: index) else { return remember(anchor, .null, from: first) }
             let text = try plainFlowScalar()
             value = Self.isNull(text) ? .null : .scalar(text, line: startLine)
         }
-        return remember(anchor, value)
+        return remember(anchor, value, from: first)
     }
 
     private mutating func flowSequence() throws(SyntaxError) -> ConfigNode {
@@ -557,13 +563,23 @@ public struct YAMLReader {
         let start = index
         while index < bytes.count, !isBlank(at: index), !isFlowIndicator(at: index) { index += 1 }
         let name = String(decoding: bytes[start..<index], as: UTF8.self)
-        guard let node = anchors[name] else { throw error("'*\(name)' names no anchor ('&\(name)') above it") }
+        guard let anchored = anchors[name] else { throw error("'*\(name)' names no anchor ('&\(name)') above it") }
+        expanded += anchored.size
+        guard expanded <= Self.maximumNodes else { throw error("aliases repeat more than \(Self.maximumNodes) entries") }
         skipSpaces()
-        return node
+        return anchored.node
     }
 
-    private mutating func remember(_ anchor: String?, _ node: ConfigNode) -> ConfigNode {
-        if let anchor { anchors[anchor] = node }
+    /// Counts the node about to be read; its number (nodes read before it).
+    private mutating func countNode() throws(SyntaxError) -> Int {
+        expanded += 1
+        guard expanded <= Self.maximumNodes else { throw error("more than \(Self.maximumNodes) entries") }
+        return expanded - 1
+    }
+
+    /// Keeps an anchored node with how many nodes it stands for (those read since `first`).
+    private mutating func remember(_ anchor: String?, _ node: ConfigNode, from first: Int) -> ConfigNode {
+        if let anchor { anchors[anchor] = (node, max(1, expanded - first)) }
         return node
     }
 
