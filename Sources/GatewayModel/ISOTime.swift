@@ -19,10 +19,11 @@ public enum ISOTime {
         var seconds = millis / 1000
         let ms = Int(millis - seconds * 1000)
         if ms < 0 { seconds -= 1 }
-        let days = Int(floorDiv(seconds, 86_400))
-        let secOfDay = Int(seconds - Int64(days) * 86_400)
-        let (y, m, d) = civil(fromDays: days)
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secOfDay / 3600, 2)):\(pad(secOfDay % 3600 / 60, 2)):\(pad(secOfDay % 60, 2)).\(pad((ms + 1000) % 1000, 3))Z"
+        let days = CivilDate.floorDivide(seconds, 86_400)
+        let secOfDay = Int(seconds - days * 86_400)
+        let date = CivilDate(days: days)
+        return "\(date.year.zeroPadded(4))-\(date.month.zeroPadded(2))-\(date.day.zeroPadded(2))T\((secOfDay / 3600).zeroPadded(2)):"
+            + "\((secOfDay % 3600 / 60).zeroPadded(2)):\((secOfDay % 60).zeroPadded(2)).\(((ms + 1000) % 1000).zeroPadded(3))Z"
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]`. Without a zone, `assumeUTC` decides.
@@ -65,39 +66,8 @@ public enum ISOTime {
             default: return nil
             }
         }
-        let days = days(fromCivil: y, mo, d)
+        let days = CivilDate.days(year: y, month: mo, day: d)
         let total = Double(days) * 86_400 + Double(h * 3600 + mi * 60 + s) - Double(offset) + fraction
         return Date(timeIntervalSince1970: total)
-    }
-
-    private static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 {
-        a >= 0 ? a / b : -((-a + b - 1) / b)
-    }
-
-    private static func pad(_ value: Int, _ width: Int) -> String {
-        let text = String(value)
-        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
-    }
-
-    // Howard Hinnant's civil-from-days algorithms (proleptic Gregorian calendar).
-    private static func civil(fromDays z0: Int) -> (Int, Int, Int) {
-        let z = z0 + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
-    }
-
-    private static func days(fromCivil y0: Int, _ m: Int, _ d: Int) -> Int {
-        let y = m <= 2 ? y0 - 1 : y0
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
     }
 }

@@ -5,24 +5,6 @@ extension StringProtocol {
         guard let start = firstIndex(where: { !$0.isWhitespace }), let end = lastIndex(where: { !$0.isWhitespace }) else { return "" }
         return String(self[start...end])
     }
-
-    /// Every occurrence of `target` replaced (Foundation's `replacingOccurrences(of:with:)`, on the standard library).
-    package func replacingEvery(_ target: String, with replacement: String) -> String {
-        String(self).replacing(target, with: replacement)
-    }
-}
-
-extension Sequence<UInt8> {
-    /// Two lowercase hex digits a byte (`String(format: "%02x")` a byte, without Foundation).
-    package var lowercaseHex: String {
-        let digits = Array("0123456789abcdef".unicodeScalars)
-        var text = String.UnicodeScalarView()
-        for byte in self {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
-        return String(text)
-    }
 }
 
 extension BinaryInteger {

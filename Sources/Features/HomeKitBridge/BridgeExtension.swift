@@ -4,6 +4,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import VendorKit
 import GatewayCore
 import GatewayModel
 import HAP
@@ -149,7 +150,7 @@ final class BridgeExtension: GatewayExtension {
                 }
             }
         }
-        return Array(SHA256.hash(data: Array(text.utf8))).prefix(12).lowercaseHex
+        return hexString(Array(SHA256.hash(data: Array(text.utf8))).prefix(12))
     }
 
     // MARK: Serving

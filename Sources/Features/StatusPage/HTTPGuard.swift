@@ -201,7 +201,7 @@ package enum HTTPGuardResponse {
     }
 
     private static func escape(_ text: String) -> String {
-        text.replacingEvery("\\", with: "\\\\").replacingEvery("\"", with: "\\\"")
+        text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
     }
 }
 

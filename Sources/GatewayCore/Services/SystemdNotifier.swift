@@ -36,7 +36,7 @@ public struct SystemdNotifier: Sendable {
     public func notify(_ lines: [String]) -> Bool {
         guard let socketPath else { return false }
         // A status line never carries a newline of its own into the protocol.
-        let message = lines.map { $0.replacingEvery("\n", with: " ") }.joined(separator: "\n")
+        let message = lines.map { $0.replacing("\n", with: " ") }.joined(separator: "\n")
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }

@@ -34,7 +34,7 @@ public enum JWTClaims {
     public static func decode(_ token: String) -> [String: Claim]? {
         let parts = token.split(separator: ".")
         guard parts.count >= 2 else { return nil }
-        var payload = String(parts[1]).replacingEvery("-", with: "+").replacingEvery("_", with: "/")
+        var payload = String(parts[1]).replacing("-", with: "+").replacing("_", with: "/")
         while payload.count % 4 != 0 { payload += "=" }
         guard let data = Data(base64Encoded: payload) else { return nil }
         return try? JSONDecoder().decode([String: Claim].self, from: data)

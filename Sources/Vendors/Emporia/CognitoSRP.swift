@@ -4,6 +4,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import VendorKit
 import GatewayModel
 import ModularPower
 
@@ -98,7 +99,7 @@ package struct CognitoSRP: Sendable {
 
     static func hexHash(_ hex: String) -> String { Self.hex(SHA256.hash(data: bytes(hex: hex))) }
 
-    static func hex(_ digest: some Sequence<UInt8>) -> String { digest.lowercaseHex }
+    static func hex(_ digest: some Sequence<UInt8>) -> String { hexString(digest) }
 
     static func bytes(hex: String) -> Data {
         var data = Data(capacity: hex.count / 2)

@@ -14,7 +14,7 @@ extension HomeAssistantDiscovery {
     }
 
     public func sceneMessage(_ scene: Scene) -> Message {
-        let object = "scene_" + scene.id.replacingEvery("-", with: "_")
+        let object = "scene_" + scene.id.replacing("-", with: "_")
         let config: JSON = [
             "name": .string(scene.name), "unique_id": .string(Slug.make(topics.base) + "_scene_" + scene.id),
             "object_id": .string(object), "default_entity_id": .string("scene." + object),

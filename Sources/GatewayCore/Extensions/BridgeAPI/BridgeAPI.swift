@@ -365,7 +365,7 @@ package final class BridgeAPI: GatewayExtension {
         }
         for key in current.keys.sorted() where !causes.contains(where: { $0.key == key }) {
             let now = Self.count(current[key]), before = Self.count(previous[key])
-            if now > before { parts.append("\(Int(now - before)) \(key.replacingEvery("_", with: " "))") }
+            if now > before { parts.append("\(Int(now - before)) \(key.replacing("_", with: " "))") }
         }
         if !parts.isEmpty { hub.rateLimitedLog("drops", .warning, "dropped " + parts.joined(separator: "; ")) }
         publishBridgeInfo()
