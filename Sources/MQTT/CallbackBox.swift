@@ -99,15 +99,21 @@ final class CallbackBox: Sendable {
     func noteCompleted(mid: Int32) {
         inFlight.withLock { table in
             if let place = table.awaitingAck.removeValue(forKey: mid) {
+                packetsArrived.store(true, ordering: .relaxed)
                 table.waitingSince = .now
                 table.acknowledge(place)
             } else if table.awaitingWrite.remove(mid) == nil, table.leftOver.remove(mid) == nil {
+                // Maybe an acknowledgement that overtook its hand-over's note.
+                packetsArrived.store(true, ordering: .relaxed)
                 table.completedEarly.insert(mid)
             }
         }
     }
     /// Why the network thread ended a connection itself (a stalled one), for the `disconnected` event.
     let ownDisconnectReason = Mutex<String?>(nil)
+    /// Set when a packet arrived (a message, an acknowledgement, CONNACK); the network thread then acknowledges
+    /// at once (`TCP_QUICKACK`, see `ClientCore.runNetworkLoop`).
+    let packetsArrived = Atomic<Bool>(false)
     let isConnected = Atomic<Bool>(false)
     /// `ClientCore.mayPublish`: the client hands publishes to libmosquitto only while this is true.
     let gateOpen = Atomic<Bool>(false)
@@ -250,6 +256,7 @@ final class CallbackBox: Sendable {
     }
 
     func didReceive(_ message: UnsafePointer<mosquitto_message>, properties: OpaquePointer?) {
+        packetsArrived.store(true, ordering: .relaxed)
         let raw = message.pointee
         let topic = raw.topic.map { String(cString: $0) } ?? ""
         let payload: [UInt8] = if let bytes = raw.payload, raw.payloadlen > 0 {
@@ -426,6 +433,7 @@ func installCallbacks(on handle: OpaquePointer, tls: Bool) {
         }
     }
     mosquitto_subscribe_v5_callback_set(handle) { _, userdata, mid, count, granted, _ in
+        box(userdata)?.packetsArrived.store(true, ordering: .relaxed)
         let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(0, count)))) } ?? []
         box(userdata)?.didComplete(mid: mid, .subscribed(granted: codes))
     }

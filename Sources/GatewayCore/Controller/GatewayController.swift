@@ -102,19 +102,31 @@ public final class GatewayController {
     /// Drains vendor events on the gateway's executor: each wake-up handles the whole backlog, with no hop per event.
     public func consume(_ inbox: EventInbox<VendorEvent>) async {
         while let events = await inbox.next() {
-            var handled = 0
-            for event in events {
-                hub.handle(event)
-                handled += 1
-                // A large backlog is handled in slices: between them the executor takes commands and requests
-                // that arrived meanwhile, so telemetry never makes a command wait for the whole backlog.
-                if handled.isMultiple(of: Self.eventSlice) { await Task.yield() }
+            // A large backlog is handled in slices: between them the executor takes commands and requests that
+            // arrived meanwhile, so telemetry never makes a command wait for the whole backlog.
+            var start = events.startIndex
+            while start < events.endIndex {
+                let slice = events[start..<min(start + Self.eventSlice, events.endIndex)]
+                start = slice.endIndex
+                if slice.count < Self.coalescedSlice {
+                    for event in slice { hub.handle(event) }
+                } else {
+                    // A poll's worth of states leaves as a few TCP segments, not one per state (`coalescingWrites`).
+                    hub.transport.coalescingWrites {
+                        for event in slice { hub.handle(event) }
+                    }
+                }
+                if slice.count == Self.eventSlice { await Task.yield() }
             }
         }
     }
 
     /// Vendor events handled before the executor lets waiting commands in.
     package static let eventSlice = 256
+    /// Slices at least this long are published as one burst. Not the few events of a command's outcome: sent
+    /// together, a default mosquitto (Nagle on) forwards the second right behind the first to a client that reads
+    /// both, and holds it for that client's delayed ACK, ~40 ms (measured: 13 of 300 `/set` round trips).
+    package static let coalescedSlice = 16
 
     public func handle(_ event: VendorEvent) {
         hub.handle(event)

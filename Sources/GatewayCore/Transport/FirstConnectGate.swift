@@ -49,4 +49,5 @@ package final class FirstConnectGate: MessageTransport {
     package var acknowledgementMarks: (handedOver: UInt64, acknowledged: UInt64) { inner.acknowledgementMarks }
     package var isConnected: Bool { inner.isConnected }
     package var loopsBack: Bool { inner.loopsBack }
+    package func coalescingWrites(_ body: () -> Void) { inner.coalescingWrites(body) }
 }

@@ -62,6 +62,8 @@ public struct MQTTTransport: MessageTransport {
 
     public var loopsBack: Bool { true }
 
+    public func coalescingWrites(_ body: () -> Void) { client.coalescingWrites(body) }
+
     public var stats: TransportStats {
         TransportStats(droppedInbound: client.droppedInboundMessages, droppedOffline: client.droppedOfflineMessages)
     }

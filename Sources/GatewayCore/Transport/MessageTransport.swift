@@ -43,6 +43,9 @@ public protocol MessageTransport: Sendable {
     /// A message published on a topic the connection subscribes to comes back to it (a broker does; a recording
     /// transport does not). Only then can a fence message mark the end of what the broker retains.
     var loopsBack: Bool { get }
+    /// Runs `body`, whose publishes may leave together (as few TCP segments) when it ends: for a batch published at
+    /// once. Nothing is delayed beyond `body`'s end.
+    func coalescingWrites(_ body: () -> Void)
 }
 
 /// Drop counters of a transport.
@@ -71,6 +74,7 @@ extension MessageTransport {
     public var acknowledgementMarks: (handedOver: UInt64, acknowledged: UInt64) { (0, 0) }
     public var isConnected: Bool { true }
     public var loopsBack: Bool { false }
+    public func coalescingWrites(_ body: () -> Void) { body() }
 
     package func publish(_ topic: String, _ payload: String, qos: Int = 0, retain: Bool = false) {
         publish(topic, payload, qos: qos, retain: retain, correlationData: nil)
