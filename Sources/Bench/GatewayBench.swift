@@ -326,3 +326,50 @@ enum GatewayBench {
         return result
     }
 }
+
+/// A transport that only counts what it is handed, so `logicOnly` measures the gateway's own work per state.
+final class CountingTransport: MessageTransport {
+    let published = Atomic<Int>(0)
+    func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?) {
+        published.add(1, ordering: .relaxed)
+    }
+    func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool {
+        publish(topic, payload, qos: 1, retain: retain, correlationData: nil)
+        return true
+    }
+    func subscribe(_ filters: [String]) {}
+}
+
+extension GatewayBench {
+    /// The publish path without the network: vendor event → normalized state → extensions → JSON snapshot, handed to
+    /// a transport that only counts. Nanoseconds per state update, and how many messages it produced.
+    static func logicOnly(extraDevices: Int, rounds: Int) async throws -> (nanosecondsPerUpdate: Double, updates: Int, published: Int) {
+        let yaml = "mqtt: {url: \"mqtt://127.0.0.1:1\", client_id: bench-logic, max_backlog: 10000000}\nhomeassistant: {enabled: true}\nvendors: [{type: demo, id: demo, poll_interval: 86400, devices: \(extraDevices)}]"
+        let config = try ConfigLoader.parse(yaml: yaml).get()
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let transport = CountingTransport()
+        let controller = await GatewayController(config: config, transport: transport, logger: logger)
+        let startup = EventInbox<VendorEvent>(capacity: 10_000_000)
+        let vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(86_400), extraDevices: extraDevices),
+                                sink: VendorEventSink { startup.send($0) })
+        await controller.register(vendor)
+        let running = Task { try? await vendor.run() }
+        let consumer = Task { await controller.consume(startup) }
+        await controller.connected()
+        try await waitUntil("the demo's devices known", timeout: .seconds(30)) { await controller.deviceIDs.count >= vendor.devices.count }
+        let updates = vendor.simulate(rounds: rounds)
+        running.cancel()
+        startup.finish()
+        await consumer.value
+        let inbox = EventInbox<VendorEvent>(capacity: 10_000_000)
+        for event in updates { inbox.send(event) }
+        inbox.finish()
+        let before = transport.published.load(ordering: .relaxed)
+        let start = ContinuousClock.now
+        await controller.consume(inbox)
+        let elapsed = ContinuousClock.now - start
+        let published = transport.published.load(ordering: .relaxed) - before
+        return (elapsed.inSeconds * 1e9 / Double(max(1, updates.count)), updates.count, published)
+    }
+}

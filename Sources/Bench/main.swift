@@ -62,6 +62,17 @@ if mode == "publish" {
     await broker.stop()
 }
 
+// Only the gateway's logic per state (no network, no broker), to profile it (`perf record -g`).
+//   lbs-bench logic [rounds]   (default 200 rounds over 1,000 demo devices)
+if mode == "logic" {
+    let rounds = max(1, CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 200)
+    for _ in 0..<3 {
+        let result = try await GatewayBench.logicOnly(extraDevices: 1000, rounds: rounds)
+        line("gateway_logic_per_state", String(format: "%.2f µs (%d updates, %d messages handed to the transport)",
+                                                result.nanosecondsPerUpdate / 1000, result.updates, result.published))
+    }
+}
+
 // Only the plain libmosquitto loop (the throughput ceiling), to compare its CPU per message with `publish`'s.
 if mode == "plain" {
     let broker = try await MosquittoBroker.started()

@@ -113,7 +113,8 @@ package struct AlertRules: Sendable {
         // Limits only for devices that measure their surroundings; this runs on every state update, so a meter or a
         // plug stops here, and a sensor's keys without a limit cost one lookup each.
         guard device.type.measuresSurroundings else { return changes }
-        let room = device.roomSlug
+        // The room's slug only matters for per-room limits (and costs a slug per update otherwise).
+        let room = settings.rooms.isEmpty ? nil : device.roomSlug
         var limited: [(key: String, reading: Double, limit: AlertSettings.Threshold)] = []
         for (key, value) in values {
             guard let reading = value.number, let limit = settings.threshold(key, room: room),

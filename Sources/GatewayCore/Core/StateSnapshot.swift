@@ -9,31 +9,60 @@ import GatewayModel
 /// `last_seen` (when the vendor observed it, ISO 8601 UTC) and `stale` while it comes from the cache.
 package enum StateSnapshot {
     /// Written straight into one string (no intermediate dictionary): this runs for every update.
-    package static func render(type: DeviceType, state: DeviceState, lastSeenText: String?) -> String {
-        var extra: [(String, StateValue)] = []
-        if let lastSeenText { extra.append(("last_seen", .string(lastSeenText))) }
-        if state.stale { extra.append(("stale", .bool(true))) }
-        // Home Assistant's JSON light reads `color_temp` (Kelvin with `color_temp_kelvin: true`)
-        // and `color_mode`; they mirror `color_temp_kelvin` and are documented as such. A colour light's own
+    /// `keyOrder` is the state's keys, sorted, from the device's last render: reused while it still names exactly
+    /// the state's keys (the same count, each found), so a render sorts only when a key came or went.
+    package static func render(type: DeviceType, state: DeviceState, lastSeenText: String?, keyOrder: inout [String]) -> String {
+        // What the snapshot adds, in key order (they merge into the sorted keys below, and replace a value of the
+        // same key). Home Assistant's JSON light reads `color_temp` (Kelvin with `color_temp_kelvin: true`) and
+        // `color_mode`; they mirror `color_temp_kelvin` and are documented as such. A colour light's own
         // `color_mode` (hs, xy, color_temp) wins.
+        var extras: [(key: String, value: StateValue)] = []
         if type == .light, let kelvin = state.values["color_temp_kelvin"] {
-            extra.append(("color_temp", kelvin))
-            if state.values["color_mode"] == nil { extra.append(("color_mode", .string("color_temp"))) }
+            if state.values["color_mode"] == nil { extras.append(("color_mode", .string("color_temp"))) }
+            extras.append(("color_temp", kelvin))
         }
-        var keys = Array(state.values.keys)
-        for (key, _) in extra where state.values[key] == nil { keys.append(key) }
-        keys.sort()
+        if let lastSeenText { extras.append(("last_seen", .string(lastSeenText))) }
+        if state.stale { extras.append(("stale", .bool(true))) }
+
         var out = "{"
-        out.reserveCapacity(32 + keys.count * 24)
-        for (index, key) in keys.enumerated() {
-            guard let value = extra.first(where: { $0.0 == key })?.1 ?? state.values[key] else { continue }
-            if index > 0 { out += "," }
+        out.reserveCapacity(32 + (state.values.count + extras.count) * 24)
+        if keyOrder.count != state.values.count || !write(keyOrder, of: state, extras: extras, to: &out) {
+            keyOrder = state.values.keys.sorted()
+            out = "{"
+            _ = write(keyOrder, of: state, extras: extras, to: &out)
+        }
+        out += "}"
+        return out
+    }
+
+    /// The same without a remembered key order.
+    package static func render(type: DeviceType, state: DeviceState, lastSeenText: String?) -> String {
+        var keyOrder: [String] = []
+        return render(type: type, state: state, lastSeenText: lastSeenText, keyOrder: &keyOrder)
+    }
+
+    /// Writes the values in `keys` order with `extras` merged in; false (stopping) at a key the state lacks.
+    private static func write(_ keys: [String], of state: DeviceState, extras: [(key: String, value: StateValue)],
+                              to out: inout String) -> Bool {
+        var pendingExtras = extras[...]
+        var first = true
+        func field(_ key: String, _ value: StateValue) {
+            if !first { out += "," }
+            first = false
             out += "\""
             out += key
             out += "\":"
             JSONText.append(value, to: &out)
         }
-        out += "}"
-        return out
+        for key in keys {
+            guard var value = state.values[key] else { return false }
+            while let extra = pendingExtras.first, extra.key <= key {
+                pendingExtras.removeFirst()
+                if extra.key == key { value = extra.value } else { field(extra.key, extra.value) }
+            }
+            field(key, value)
+        }
+        for extra in pendingExtras { field(extra.key, extra.value) }
+        return true
     }
 }

@@ -20,6 +20,8 @@ package final class StatePublisher: GatewayExtension {
     package let hub: GatewayHub
     /// Per device, what a publish needs, computed once (copying a whole `Device` per update would retain each of its strings).
     private var hot: [DeviceID: (topic: String, type: DeviceType)] = [:]
+    /// Per device, its state's keys in the order its snapshot lists them (see `StateSnapshot.render`).
+    private var keyOrder: [DeviceID: [String]] = [:]
     /// A tick of a polling vendor stamps many devices with one time: format it once.
     private var lastSeenCache: (Date, String)?
     /// Devices whose state is held back while the connection cannot keep up: latest wins, so memory is
@@ -76,6 +78,7 @@ package final class StatePublisher: GatewayExtension {
         case .deviceRemoved(let device):
             awaitingFloor.remove(device.id)
             hot[device.id] = nil
+            keyOrder[device.id] = nil
             keysPublished[device.id] = nil
             unacknowledgedMark[device.id] = nil
             heldBack.remove(device.id)
@@ -216,8 +219,8 @@ package final class StatePublisher: GatewayExtension {
         let behindUnacknowledged = mark.map { $0 > hub.transport.acknowledgementMarks.acknowledged } ?? false
         let qos = announced || behindUnacknowledged ? 1 : 0
         keysPublished[id] = state.values.count
-        hub.transport.publish(info.topic, StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText),
-                              qos: qos, retain: hub.config.mqtt.retainState)
+        let snapshot = StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText, keyOrder: &keyOrder[id, default: []])
+        hub.transport.publish(info.topic, snapshot, qos: qos, retain: hub.config.mqtt.retainState)
         // Written only when it changes: a burst of QoS 0 states then costs no second lookup each.
         if qos == 1 {
             unacknowledgedMark[id] = hub.transport.acknowledgementMarks.handedOver
