@@ -103,7 +103,8 @@ let package = Package(
     targets: [
         // C shims: system libraries from Debian's -dev packages.
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl's headers (libcurl4-openssl-dev); the library itself is loaded on first use (see CCurl.h).
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("crypto")]),
         // One glibc malloc arena, set before main (the gateway's few threads do not need one each).
         .target(name: "CMalloc"),
         // glibc's pipe2 and posix_spawn closefrom (GNU extensions) for the helper programs the gateway starts.

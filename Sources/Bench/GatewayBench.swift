@@ -305,14 +305,31 @@ enum GatewayBench {
     }
 
     /// Resident memory of the real `lbs-gateway` process with `devices: N`, after it settled.
-    static func residentMemory(broker: MosquittoBroker, extraDevices: Int, settle: Duration, storage: Bool = false) async throws -> (rssKB: Int, peakKB: Int) {
+    /// `httpVendor`: also an Awair Element polled over its Local API every second (lbs-sim replaying a recorded monitor;
+    /// run from the repository root), so libcurl, its libraries and a vendor's HTTP path are in, as in any gateway with
+    /// an HTTP vendor.
+    static func residentMemory(broker: MosquittoBroker, extraDevices: Int, settle: Duration, storage: Bool = false,
+                               httpVendor: Bool = false) async throws -> (rssKB: Int, peakKB: Int) {
         let directory = try TemporaryDirectory(prefix: "lbs-bench")
         // LBS_BENCH_GATEWAY measures another build (e.g. the static one the README recommends for edge boxes).
         let binary = ProcessInfo.processInfo.environment["LBS_BENCH_GATEWAY"]
             ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lbs-gateway").path
         let config = directory.file("config.yaml")
         let cache = storage ? "storage: {path: \(directory.file("cache.sqlite"))}\n" : ""
-        try "mqtt: {url: \(broker.url), client_id: bench-rss}\nlog_level: error\n\(cache)vendors: [{type: demo, id: demo, poll_interval: 1, devices: \(extraDevices)}]\n"
+        var http = ""
+        var simulator: ProcessRunner?
+        if httpVendor {
+            let port = try freeLoopbackPort()
+            let sim = try ProcessRunner(executable: PeerBench.binary("lbs-sim", variable: "LBS_BENCH_SIM"),
+                                        arguments: ["awair", "--local", "awair-elem-1419e1.local", "--port", "\(port)",
+                                                    "--fixtures", "Tests/Fixtures/awair"],
+                                        outputDirectory: directory.path, name: "sim")
+            simulator = sim
+            try await waitUntil("lbs-sim listening", timeout: .seconds(10)) { canConnect(port: port) }
+            http = ", {type: awair_local, id: air, url: \"http://127.0.0.1:\(port)\", poll_interval: 1}"
+        }
+        defer { if let simulator { Task { _ = await simulator.stop() } } }
+        try "mqtt: {url: \(broker.url), client_id: bench-rss}\nlog_level: error\n\(cache)vendors: [{type: demo, id: demo, poll_interval: 1, devices: \(extraDevices)}\(http)]\n"
             .write(toFile: config, atomically: true, encoding: .utf8)
         let process = try ProcessRunner(executable: binary, arguments: ["run", "--config", config], outputDirectory: directory.path, name: "gateway")
         try await Task.sleep(for: settle)
@@ -371,5 +388,21 @@ extension GatewayBench {
         let elapsed = ContinuousClock.now - start
         let published = transport.published.load(ordering: .relaxed) - before
         return (elapsed.inSeconds * 1e9 / Double(max(1, updates.count)), updates.count, published)
+    }
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port` now.
+func canConnect(port: Int) -> Bool {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return false }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
     }
 }

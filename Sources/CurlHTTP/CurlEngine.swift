@@ -27,7 +27,7 @@ final class CurlEngine: Sendable {
 
     init() throws(HTTPError) {
         try CurlGlobal.initialize()
-        guard let pointer = curl_multi_init() else {
+        guard let pointer = lbs_curl_multi_init() else {
             throw HTTPError(kind: .other(Int(CURLE_FAILED_INIT.rawValue)), message: "curl_multi_init failed")
         }
         multi = MultiHandle(pointer: pointer)
@@ -43,7 +43,7 @@ final class CurlEngine: Sendable {
             return true
         }
         if accepted {
-            curl_multi_wakeup(multi.pointer)
+            lbs_curl_multi_wakeup(multi.pointer)
         }
         return accepted
     }
@@ -57,7 +57,7 @@ final class CurlEngine: Sendable {
             return true
         }
         if accepted {
-            curl_multi_wakeup(multi.pointer)
+            lbs_curl_multi_wakeup(multi.pointer)
         }
     }
 
@@ -68,7 +68,7 @@ final class CurlEngine: Sendable {
             return !inbox.stopping
         }
         if wasRunning {
-            curl_multi_wakeup(multi.pointer)
+            lbs_curl_multi_wakeup(multi.pointer)
         }
     }
 
@@ -84,7 +84,7 @@ final class CurlEngine: Sendable {
         }, context)
         guard status == 0 else {
             Unmanaged<CurlEngine>.fromOpaque(context).release()
-            curl_multi_cleanup(multi.pointer)
+            lbs_curl_multi_cleanup(multi.pointer)
             throw HTTPError(kind: .other(Int(CURLE_FAILED_INIT.rawValue)), message: "could not start the HTTP thread (errno \(status))")
         }
         pthread_detach(thread)
@@ -110,9 +110,9 @@ final class CurlEngine: Sendable {
                     transfer.fail(Self.cancelledError(stopping: stopping))
                     continue
                 }
-                let result = curl_multi_add_handle(multi, transfer.easy)
+                let result = lbs_curl_multi_add_handle(multi, transfer.easy)
                 guard result == CURLM_OK else {
-                    let text = curl_multi_strerror(result).map { String(cString: $0) } ?? "curl multi error"
+                    let text = lbs_curl_multi_strerror(result).map { String(cString: $0) } ?? "curl multi error"
                     transfer.fail(HTTPError(kind: .other(Int(result.rawValue)), message: "could not start transfer: \(text)"))
                     continue
                 }
@@ -123,35 +123,35 @@ final class CurlEngine: Sendable {
                 // Identity check: a finished transfer's handle address could belong to a newer one.
                 guard let current = active[transfer.easy], current === transfer else { continue }
                 active[transfer.easy] = nil
-                curl_multi_remove_handle(multi, transfer.easy)
+                lbs_curl_multi_remove_handle(multi, transfer.easy)
                 transfer.fail(Self.cancelledError(stopping: false))
             }
 
             if stopping {
                 for (easy, transfer) in active {
-                    curl_multi_remove_handle(multi, easy)
+                    lbs_curl_multi_remove_handle(multi, easy)
                     transfer.fail(Self.cancelledError(stopping: true))
                 }
                 active.removeAll()
                 break
             }
 
-            _ = curl_multi_perform(multi, &running)
+            _ = lbs_curl_multi_perform(multi, &running)
 
-            while let message = curl_multi_info_read(multi, &remaining) {
+            while let message = lbs_curl_multi_info_read(multi, &remaining) {
                 guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
                 // Read the result before removing the handle: the message belongs to the handle.
                 let code = lbs_curlmsg_result(message)
                 guard let transfer = active.removeValue(forKey: easy) else { continue }
-                curl_multi_remove_handle(multi, easy)
+                lbs_curl_multi_remove_handle(multi, easy)
                 transfer.complete(with: code)
             }
 
             // Sleeps until socket activity, curl's next timer, a wakeup, or at most a second.
-            _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+            _ = lbs_curl_multi_poll(multi, nil, 0, 1000, nil)
         }
 
-        curl_multi_cleanup(multi)
+        lbs_curl_multi_cleanup(multi)
     }
 
     private static func cancelledError(stopping: Bool) -> HTTPError {
@@ -159,14 +159,15 @@ final class CurlEngine: Sendable {
     }
 }
 
-/// `curl_global_init` once per process, before the first handle.
+/// Loads libcurl and runs `curl_global_init`, once per process, before the first handle.
 enum CurlGlobal {
     private static let result: CURLcode = lbs_curl_global_init()
 
     static func initialize() throws(HTTPError) {
         let code = result
         guard code == CURLE_OK else {
-            throw HTTPError(kind: .other(Int(code.rawValue)), message: "curl_global_init failed")
+            let reason = lbs_curl_load_error().map { String(cString: $0) } ?? "curl_global_init failed"
+            throw HTTPError(kind: .other(Int(code.rawValue)), message: reason)
         }
     }
 }

@@ -41,7 +41,8 @@ final class Transfer: @unchecked Sendable {
     }
 
     private init(purpose: Purpose, maxResponseBytes: Int) throws(HTTPError) {
-        guard let easy = curl_easy_init() else {
+        try CurlGlobal.initialize()
+        guard let easy = lbs_curl_easy_init() else {
             throw HTTPError(kind: .other(Int(CURLE_FAILED_INIT.rawValue)), message: "curl_easy_init failed")
         }
         self.easy = easy
@@ -52,8 +53,8 @@ final class Transfer: @unchecked Sendable {
     }
 
     deinit {
-        curl_easy_cleanup(easy)
-        curl_slist_free_all(headerList)
+        lbs_curl_easy_cleanup(easy)
+        lbs_curl_slist_free_all(headerList)
         errorBuffer.deallocate()
     }
 
@@ -198,7 +199,7 @@ final class Transfer: @unchecked Sendable {
             lines.append("Expect:")
         }
         for line in lines {
-            guard let appended = curl_slist_append(headerList, line) else {
+            guard let appended = lbs_curl_slist_append(headerList, line) else {
                 throw HTTPError(kind: .other(Int(CURLE_OUT_OF_MEMORY.rawValue)), message: "could not build the header list")
             }
             headerList = appended
@@ -304,7 +305,7 @@ final class Transfer: @unchecked Sendable {
     }
 
     private func makeError(_ code: CURLcode) -> HTTPError {
-        let summary = curl_easy_strerror(code).map { String(cString: $0) } ?? "curl error"
+        let summary = lbs_curl_easy_strerror(code).map { String(cString: $0) } ?? "curl error"
         let detail = String(cString: errorBuffer)
         let rawCode = Int(code.rawValue)
         if exceededSizeLimit || code == CURLE_FILESIZE_EXCEEDED {
@@ -391,7 +392,7 @@ final class Transfer: @unchecked Sendable {
 
     private func check(_ result: CURLcode, option: String) throws(HTTPError) {
         guard result == CURLE_OK else {
-            let summary = curl_easy_strerror(result).map { String(cString: $0) } ?? "curl error"
+            let summary = lbs_curl_easy_strerror(result).map { String(cString: $0) } ?? "curl error"
             let kind: HTTPError.Kind = result == CURLE_UNKNOWN_OPTION || result == CURLE_NOT_BUILT_IN
                 ? .other(Int(result.rawValue)) : .invalidRequest
             throw HTTPError(kind: kind, message: "could not set \(option): \(summary)", curlCode: Int(result.rawValue))
