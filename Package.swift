@@ -181,7 +181,7 @@ let package = Package(
         // executable, the benchmarks and the tests build the same gateway from it.
         .target(
             name: "LBSGatewayApp",
-            dependencies: ["GatewayCore", "VendorKit", .product(name: "Logging", package: "swift-log"),
+            dependencies: ["GatewayCore", "VendorKit", "CurlHTTP", .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")] + featureTargets + vendorTargets,
             swiftSettings: strict
         ),

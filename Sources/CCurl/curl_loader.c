@@ -32,8 +32,8 @@ static char load_error[512];
     X(multi_strerror, "curl_multi_strerror")
 
 static void load(void) {
-    /* The library's soname (libcurl4-openssl's, as install.sh installs it); it stays loaded for the process. */
-    /* Bound lazily, as the libraries linked at program start are: a function on its first call. */
+    /* The library's soname (libcurl4's, as install.sh installs it), bound lazily as the libraries linked at program
+       start are; it stays loaded for the process. */
     void *library = dlopen("libcurl.so.4", RTLD_LAZY | RTLD_LOCAL);
     if (library == NULL) {
         const char *reason = dlerror();

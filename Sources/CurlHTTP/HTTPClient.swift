@@ -87,3 +87,16 @@ public final class HTTPClient: Sendable {
         }
     }
 }
+
+extension HTTPClient {
+    /// Loads libcurl (it is loaded when the first client starts, not linked) and says whether that worked: "loads",
+    /// or why not. For `lbs-gateway self-test`, so an install without libcurl fails there, not at a vendor's first poll.
+    public static func libraryCheck() -> String {
+        do {
+            try CurlGlobal.initialize()
+            return "loads"
+        } catch {
+            return error.message
+        }
+    }
+}

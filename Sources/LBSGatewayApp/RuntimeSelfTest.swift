@@ -3,12 +3,13 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import CurlHTTP
 import GatewayCore
 import GatewayModel
 import VendorEmporia
 import VendorKit
 
-/// What the gateway needs of its runtime's data, checked against known answers (`lbs-gateway self-test`). Time
+/// What the gateway needs of its runtime's data and libraries, checked against known answers (`lbs-gateway self-test`). Time
 /// zones come from the system's time zone database (`tzdata`, read by `LocalZone`); a missing or unreadable one
 /// shows as a wrong answer here, not as a vendor window that silently shifts by an hour. The answers are facts
 /// about past instants, which a later time zone database does not change.
@@ -76,6 +77,8 @@ public enum RuntimeSelfTest {
                 return failure.description
             }
         }
+        // HTTP vendors' libcurl, loaded on first use rather than linked: present and usable.
+        check("libcurl for HTTP vendors", "loads") { HTTPClient.libraryCheck() }
         return checks
     }
 

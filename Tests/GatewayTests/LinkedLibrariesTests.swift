@@ -22,3 +22,37 @@ struct LinkedLibrariesTests {
         }
     }
 }
+
+extension LinkedLibrariesTests {
+    /// A libcurl that cannot be used (here a stand-in without its functions, found first through LD_LIBRARY_PATH) fails
+    /// `lbs-gateway self-test`, which install.sh runs, with the reason, instead of a vendor's first poll failing later.
+    @Test func anUnusableLibcurlFailsTheSelfTestWithTheReason() throws {
+        let binary = try #require(Binaries.gateway, "lbs-gateway is built next to the tests")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lbs-fake-curl-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = directory.appendingPathComponent("empty.c")
+        try "int lbs_not_curl = 1;\n".write(to: source, atomically: true, encoding: .utf8)
+        let compile = Process()
+        compile.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        compile.arguments = ["clang", "-shared", "-fPIC", "-o", directory.appendingPathComponent("libcurl.so.4").path, source.path]
+        try compile.run()
+        compile.waitUntilExit()
+        try #require(compile.terminationStatus == 0, "clang builds the stand-in library")
+
+        let selfTest = Process()
+        selfTest.executableURL = URL(fileURLWithPath: binary)
+        selfTest.arguments = ["self-test"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_LIBRARY_PATH"] = directory.path
+        selfTest.environment = environment
+        let output = Pipe()
+        selfTest.standardOutput = output
+        selfTest.standardError = output
+        try selfTest.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        selfTest.waitUntilExit()
+        #expect(selfTest.terminationStatus != 0, "\(text)")
+        #expect(text.contains("libcurl.so.4 lacks curl_global_init"), "\(text)")
+    }
+}
