@@ -11,10 +11,11 @@
 # BINARY: the static release build with symbols (./deploy/build-release.sh, as CI and install.sh build it): a dynamic
 # build runs Foundation and the standard library from shared libraries, so their functions would be missing from
 # the order. Needs valgrind, mosquitto (with mosquitto_rr), curl, and consciousness-sim (CONSCIOUSNESS_SIM, by
-# default .build/release/consciousness-sim from `swift build -c release`).
-# Three runs under callgrind (which records every function run): the memory benchmark's (`lbs-bench rss`) without
-# and with the cache: 1,000 demo devices polled every second, plus /metrics scrapes and a status page read; and
-# the command path of `lbs-bench peer` with the cache: `/set` → the consciousness backend over HTTP → state.
+# default .build/release/consciousness-sim from `swift build -c release`) and lbs-sim (LBS_SIM, likewise).
+# Four runs under callgrind (which records every function run): the memory benchmark's (`lbs-bench rss`) without
+# and with the cache: 1,000 demo devices polled every second, plus /metrics scrapes and a status page read; the
+# command path of `lbs-bench peer` with the cache: `/set` → the consciousness backend over HTTP → state; and the
+# demo with an HTTP vendor beside it (an Awair monitor from lbs-sim, as `lbs-bench rss` measures it).
 set -eu
 binary=$1
 seconds=${2:-120}
@@ -93,6 +94,14 @@ printf 'hot-order' > "$work/password"
 simulator_pid=$!
 profile commands "storage: {path: \"$work/commands.sqlite\"}" \
     "[{type: consciousness, id: house, url: \"http://127.0.0.1:$sim_port\", username: admin, password_file: \"$work/password\", poll_interval: 3600}]" 100
+kill "$simulator_pid" 2>/dev/null || true
+simulator_pid=
+# An HTTP vendor polled beside the demo (lbs-bench rss's second case): libcurl's client, a vendor's parsing, the breaker.
+sim=${LBS_SIM:-$here/../.build/release/lbs-sim}
+awair_port=$(free_port)
+"$sim" awair --local awair-elem-1419e1.local --port "$awair_port" --fixtures "$here/../Tests/Fixtures/awair" > "$work/awair.log" 2>&1 &
+simulator_pid=$!
+profile http "" "[{type: demo, id: demo, poll_interval: 1, devices: 1000}, {type: awair_local, id: air, url: \"http://127.0.0.1:$awair_port\", poll_interval: 1}]"
 kill "$simulator_pid" 2>/dev/null || true
 
 cat "$work"/callgrind-*.out* > "$work/profile"
