@@ -16,8 +16,8 @@ import Darwin
 /// instead of waking for every packet; when the burst ends, it corks the socket, writes everything queued in one
 /// pass, and uncorks it once libmosquitto's queue is empty, which sends it all as few segments. A burst is short (one
 /// slice of vendor states, a millisecond or two), and the wait is bounded regardless. Outside bursts nothing
-/// changes: a lone packet leaves at once. (A socket corked all the time and uncorked after every pass stalled one
-/// `/set` round trip in a hundred by a delayed ACK, ~44 ms, on a default mosquitto.)
+/// changes: a lone packet leaves at once. (A socket corked all the time and uncorked after every pass gained little:
+/// without the wait, the network thread still ran a pass per packet.)
 final class SocketCork: @unchecked Sendable {
     // @unchecked: `waiting` is only touched under `mutex`, and the pthread objects only through pthread calls.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
