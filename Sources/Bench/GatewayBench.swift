@@ -325,7 +325,7 @@ enum GatewayBench {
                                                     "--fixtures", "Tests/Fixtures/awair"],
                                         outputDirectory: directory.path, name: "sim")
             simulator = sim
-            try await waitUntil("lbs-sim listening", timeout: .seconds(10)) { canConnect(port: port) }
+            try await waitUntil("lbs-sim listening", timeout: .seconds(10)) { loopbackPortAcceptsConnections(port) }
             http = ", {type: awair_local, id: air, url: \"http://127.0.0.1:\(port)\", poll_interval: 1}"
         }
         defer { if let simulator { Task { _ = await simulator.stop() } } }
@@ -391,18 +391,3 @@ extension GatewayBench {
     }
 }
 
-/// Whether something accepts TCP connections on 127.0.0.1:`port` now.
-func canConnect(port: Int) -> Bool {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { return false }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
-    }
-}

@@ -40,8 +40,8 @@ final class Transfer: @unchecked Sendable {
         cancelFlag.store(true, ordering: .releasing)
     }
 
+    /// Only through `HTTPClient`, whose engine loaded libcurl (`CurlGlobal`) before any transfer exists.
     private init(purpose: Purpose, maxResponseBytes: Int) throws(HTTPError) {
-        try CurlGlobal.initialize()
         guard let easy = lbs_curl_easy_init() else {
             throw HTTPError(kind: .other(Int(CURLE_FAILED_INIT.rawValue)), message: "curl_easy_init failed")
         }

@@ -5,12 +5,13 @@ import Glibc
 import Darwin
 #endif
 
-/// A sleep that another thread can cut short (pthread condition on CLOCK_MONOTONIC).
-final class InterruptibleSleep: @unchecked Sendable {
+/// A pthread mutex and condition on CLOCK_MONOTONIC: waits with a deadline that a change of the wall clock cannot
+/// move. The state a waiter checks is changed under the mutex (`change`), so no wake-up can fall between a check and
+/// the wait.
+final class MonotonicCondition: @unchecked Sendable {
     // @unchecked: the pthread objects are only touched through pthread calls, which synchronize.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var interrupted = false
 
     init() {
         pthread_mutex_init(mutex, nil)
@@ -30,26 +31,43 @@ final class InterruptibleSleep: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    /// Sleeps up to `duration`; returns early (and keeps returning at once) after `interrupt()`.
-    func sleep(for duration: Duration) {
+    /// Waits while `blocked` holds (asked under the mutex), at most `duration`.
+    func wait(for duration: Duration, while blocked: () -> Bool) {
         var deadline = timespec()
         clock_gettime(CLOCK_MONOTONIC, &deadline)
         let total = Int64(deadline.tv_nsec) + max(0, duration.totalNanoseconds)
         deadline.tv_sec += Int(total / 1_000_000_000)
         deadline.tv_nsec = Int(total % 1_000_000_000)
         pthread_mutex_lock(mutex)
-        while !interrupted {
+        while blocked() {
             if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { break }
         }
         pthread_mutex_unlock(mutex)
     }
 
-    /// Wakes the sleeper now and makes later sleeps return at once.
-    func interrupt() {
+    /// Runs `change` under the mutex and wakes every waiter.
+    func broadcast(after change: () -> Void = {}) {
         pthread_mutex_lock(mutex)
-        interrupted = true
+        change()
         pthread_cond_broadcast(condition)
         pthread_mutex_unlock(mutex)
+    }
+}
+
+/// A sleep that another thread can cut short.
+final class InterruptibleSleep: @unchecked Sendable {
+    // @unchecked: `interrupted` is only touched under the condition's mutex.
+    private let condition = MonotonicCondition()
+    private var interrupted = false
+
+    /// Sleeps up to `duration`; returns early (and keeps returning at once) after `interrupt()`.
+    func sleep(for duration: Duration) {
+        condition.wait(for: duration) { !interrupted }
+    }
+
+    /// Wakes the sleeper now and makes later sleeps return at once.
+    func interrupt() {
+        condition.broadcast { interrupted = true }
     }
 }
 

@@ -1,10 +1,5 @@
 import CMosquitto
 import Synchronization
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Lets a batch of publishes leave as a few TCP segments and a few network-loop passes instead of one of each per
 /// message.
@@ -18,31 +13,11 @@ import Darwin
 /// slice of vendor states, a millisecond or two), and the wait is bounded regardless. Outside bursts nothing
 /// changes: a lone packet leaves at once. (A socket corked all the time and uncorked after every pass gained little:
 /// without the wait, the network thread still ran a pass per packet.)
-final class SocketCork: @unchecked Sendable {
-    // @unchecked: `waiting` is only touched under `mutex`, and the pthread objects only through pthread calls.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+final class SocketCork: Sendable {
+    private let burstEnded = MonotonicCondition()
     private let bursts = Atomic<Int>(0)
     /// The longest the network thread holds back for one burst (it then goes on, as if the burst had ended).
     static let longestWait: Duration = .milliseconds(20)
-
-    init() {
-        pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        #if !canImport(Darwin)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        #endif
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
-    }
 
     // MARK: publishing threads
 
@@ -52,10 +27,8 @@ final class SocketCork: @unchecked Sendable {
 
     func endBurst() {
         guard bursts.subtract(1, ordering: .sequentiallyConsistent).newValue == 0 else { return }
-        // Under the mutex, so the network thread cannot miss the wake between its check and its wait.
-        pthread_mutex_lock(mutex)
-        pthread_cond_broadcast(condition)
-        pthread_mutex_unlock(mutex)
+        // Under the condition's mutex, so the network thread cannot miss the wake between its check and its wait.
+        burstEnded.broadcast()
     }
 
     // MARK: network thread
@@ -73,16 +46,7 @@ final class SocketCork: @unchecked Sendable {
     /// Returns when no burst runs, or after `longestWait`; true when a burst ran.
     func waitWhileBursting() -> Bool {
         guard bursts.load(ordering: .sequentiallyConsistent) > 0 else { return false }
-        var deadline = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        let total = Int64(deadline.tv_nsec) + Self.longestWait.totalNanoseconds
-        deadline.tv_sec += Int(total / 1_000_000_000)
-        deadline.tv_nsec = Int(total % 1_000_000_000)
-        pthread_mutex_lock(mutex)
-        while bursts.load(ordering: .sequentiallyConsistent) > 0 {
-            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { break }
-        }
-        pthread_mutex_unlock(mutex)
+        burstEnded.wait(for: Self.longestWait) { bursts.load(ordering: .sequentiallyConsistent) > 0 }
         return true
     }
 }

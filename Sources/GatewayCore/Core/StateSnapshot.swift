@@ -35,12 +35,6 @@ package enum StateSnapshot {
         return out
     }
 
-    /// The same without a remembered key order.
-    package static func render(type: DeviceType, state: DeviceState, lastSeenText: String?) -> String {
-        var keyOrder: [String] = []
-        return render(type: type, state: state, lastSeenText: lastSeenText, keyOrder: &keyOrder)
-    }
-
     /// Writes the values in `keys` order with `extras` merged in; false (stopping) at a key the state lacks.
     private static func write(_ keys: [String], of state: DeviceState, extras: [(key: String, value: StateValue)],
                               to out: inout String) -> Bool {
