@@ -114,6 +114,10 @@ final class CallbackBox: Sendable {
     /// Set when a packet arrived (a message, an acknowledgement, CONNACK); the network thread then acknowledges
     /// at once (`TCP_QUICKACK`, see `ClientCore.runNetworkLoop`).
     let packetsArrived = Atomic<Bool>(false)
+    /// From the broker's CONNACK (MQTT 5; 3.1.1 brokers say nothing): whether it keeps retained messages, and its
+    /// largest packet (0: no limit). The QoS 0 publishes the client encodes itself obey them, as libmosquitto does.
+    let retainAvailable = Atomic<Bool>(true)
+    let maximumPacketSize = Atomic<Int>(0)
     let isConnected = Atomic<Bool>(false)
     /// `ClientCore.mayPublish`: the client hands publishes to libmosquitto only while this is true.
     let gateOpen = Atomic<Bool>(false)
@@ -409,8 +413,16 @@ private func box(_ userdata: UnsafeMutableRawPointer?) -> CallbackBox? {
 /// Installs the v5 callbacks (they work for 3.1.1 clients too, with nil properties). The log callback
 /// (only for TLS: it makes libmosquitto format every log line) captures why a handshake failed.
 func installCallbacks(on handle: OpaquePointer, tls: Bool) {
-    mosquitto_connect_v5_callback_set(handle) { _, userdata, reason, _, _ in
-        box(userdata)?.didConnect(reason: reason)
+    mosquitto_connect_v5_callback_set(handle) { _, userdata, reason, _, properties in
+        guard let box = box(userdata) else { return }
+        // What the broker allows, for the QoS 0 publishes the client encodes itself (`DirectPublishes`).
+        var retain: UInt8 = 1
+        _ = mosquitto_property_read_byte(properties, Int32(MQTT_PROP_RETAIN_AVAILABLE.rawValue), &retain, false)
+        var largest: UInt32 = 0
+        _ = mosquitto_property_read_int32(properties, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), &largest, false)
+        box.retainAvailable.store(retain != 0, ordering: .relaxed)
+        box.maximumPacketSize.store(Int(largest), ordering: .relaxed)
+        box.didConnect(reason: reason)
     }
     mosquitto_disconnect_v5_callback_set(handle) { _, userdata, code, _ in
         box(userdata)?.didDisconnect(code: code)

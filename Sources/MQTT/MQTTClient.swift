@@ -109,6 +109,9 @@ public final class MQTTClient: Sendable {
     /// Shows whether publishes leave together (`coalescingWrites`).
     package var segmentsSent: Int? { core.segmentsSent }
 
+    /// QoS 0 messages this client encoded and sent itself instead of through libmosquitto (see `DirectPublishes`).
+    package var directlySent: Int { core.directlySent.load(ordering: .relaxed) }
+
     /// Runs `body`, whose publishes leave together when it ends: the network thread writes them in one pass and the
     /// socket sends them as few TCP segments, instead of a pass and a segment per message (see `SocketCork`). For a
     /// batch of publishes made at once (a slice of vendor states); a single publish needs none of this. Publishes
@@ -203,6 +206,10 @@ final class ClientCore: Sendable {
     let cork = SocketCork()
     private let finished = Mutex<FinishState>(FinishState())
     private let isV5: Bool
+    /// Whether QoS 0 publishes may bypass libmosquitto's queue (`DirectPublishes`): plain TCP only.
+    private let directWrites: Bool
+    /// Messages sent that way (for tests and diagnostics).
+    let directlySent = Atomic<Int>(0)
     /// Messages dropped while not connected (see `MQTTClient.droppedOfflineMessages`).
     let droppedOffline = Atomic<Int>(0)
     /// `state.queue.count`, readable without the lock.
@@ -224,6 +231,8 @@ final class ClientCore: Sendable {
         var userdata: Unmanaged<CallbackBox>?
         var started = false
         var queue: OfflineQueue
+        /// QoS 0 publishes the network thread sends itself (see `DirectPublishes`).
+        var direct = DirectPublishes()
     }
 
     /// What `publish` did, with the detail `publishAndWait` needs.
@@ -261,6 +270,7 @@ final class ClientCore: Sendable {
         self.configuration = configuration
         self.box = box
         self.isV5 = configuration.protocolVersion == .v5
+        self.directWrites = !configuration.broker.usesTLS
         let userdata = Unmanaged.passRetained(box)
         guard let handle = mosquitto_new(configuration.clientID, configuration.cleanStart, userdata.toOpaque()) else {
             userdata.release()
@@ -345,7 +355,10 @@ final class ClientCore: Sendable {
         stopRequested.store(true, ordering: .sequentiallyConsistent)
         let neverStarted = state.withLock { state in
             // The DISCONNECT also wakes the loop's select() at once.
-            if let handle = state.handle, state.started { _ = mosquitto_disconnect_v5(handle.pointer, 0, nil) }
+            if let handle = state.handle, state.started {
+                spillDirect(&state, handle.pointer)
+                _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
+            }
             return !state.started
         }
         sleeper.interrupt()
@@ -439,8 +452,11 @@ final class ClientCore: Sendable {
                 var stallDeadline: ContinuousClock.Instant?
                 // Only this thread writes to the socket (threaded mode) and libmosquitto closes it only here.
                 var corked = false
+                // Direct QoS 0 publishes taken and not yet all sent (see `DirectPublishes`).
+                var batch = DirectBatch()
                 while true {
-                    rc = mosquitto_loop(handle, Self.loopTimeoutMilliseconds, 1)
+                    // While a batch is half sent, libmosquitto's queue (newer) waits: only read meanwhile.
+                    rc = batch.isEmpty ? mosquitto_loop(handle, Self.loopTimeoutMilliseconds, 1) : readUntilWritable(handle)
                     if rc == .mosqSuccess {
                         // A broker with Nagle on (mosquitto's default) holds its next packet to us until we
                         // acknowledge the last one, and Linux delays that ACK up to 40 ms when we have nothing to
@@ -448,7 +464,8 @@ final class ClientCore: Sendable {
                         if box.packetsArrived.exchange(false, ordering: .relaxed) { _ = lbs_tcp_quickack(mosquitto_socket(handle)) }
                         // A burst of publishes is written in one pass after it ends, and sent as few segments.
                         if cork.waitWhileBursting() { corked = SocketCork.cork(mosquitto_socket(handle)) || corked }
-                        if corked, !mosquitto_want_write(handle) {
+                        sendDirect(handle, &batch)
+                        if corked, batch.isEmpty, !mosquitto_want_write(handle) {
                             SocketCork.uncork(mosquitto_socket(handle))
                             corked = false
                         }
@@ -468,6 +485,7 @@ final class ClientCore: Sendable {
                                 + "message(s) waiting (a broker that drops packets to a client whose queue is full, e.g. mosquitto past "
                                 + "max_queued_messages); reconnecting to send them again"
                         }
+                        state.withLock { spillDirect(&$0, handle) }
                         _ = mosquitto_disconnect_v5(handle, 0, nil)
                         stallDeadline = .now + configuration.disconnectTimeout
                     }
@@ -476,6 +494,7 @@ final class ClientCore: Sendable {
                     if stopRequested.load(ordering: .sequentiallyConsistent) {
                         if disconnectDeadline == nil {
                             // Covers a stop that raced with connect; a second DISCONNECT is harmless.
+                            state.withLock { spillDirect(&$0, handle) }
                             _ = mosquitto_disconnect_v5(handle, 0, nil)
                             disconnectDeadline = .now + configuration.disconnectTimeout
                         }
@@ -483,6 +502,7 @@ final class ClientCore: Sendable {
                     }
                     if rc != .mosqSuccess { break }
                 }
+                box.outgoing.subtract(batch.messages, ordering: .relaxed)
             }
             // From here until the next CONNACK, publishes wait in the offline queue.
             closeGate()
@@ -508,6 +528,44 @@ final class ClientCore: Sendable {
             sleeper.sleep(for: delay)
         }
         destroy()
+    }
+
+    /// Sends the direct QoS 0 publishes (see `DirectPublishes`) until none wait or the socket is full. Takes the
+    /// waiting ones only while libmosquitto has nothing queued: what it holds is older.
+    private func sendDirect(_ handle: OpaquePointer, _ batch: inout DirectBatch) {
+        guard directWrites else { return }
+        let socket = mosquitto_socket(handle)
+        guard socket >= 0 else { return }
+        while true {
+            if batch.isEmpty {
+                box.outgoing.subtract(batch.messages, ordering: .relaxed)
+                directlySent.add(batch.messages, ordering: .relaxed)
+                batch.reset()
+                let took = state.withLock { state -> Bool in
+                    guard !mosquitto_want_write(handle) else { return false }
+                    // From here a publish waits in the buffer only after a hand-over to libmosquitto woke us.
+                    state.direct.drainPending = false
+                    guard !state.direct.isEmpty else { return false }
+                    batch.messages = state.direct.take(into: &batch.bytes)
+                    return true
+                }
+                guard took else { return }
+            }
+            guard batch.write(to: socket) else { return }
+        }
+    }
+
+    /// Waits (at most the loop timeout) until the socket can take more of a half-sent batch, reading meanwhile, as
+    /// `mosquitto_loop` would, but without letting libmosquitto write.
+    private func readUntilWritable(_ handle: OpaquePointer) -> Int32 {
+        var descriptor = pollfd(fd: mosquitto_socket(handle), events: Int16(POLLIN | POLLOUT), revents: 0)
+        guard descriptor.fd >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
+        if poll(&descriptor, 1, Self.loopTimeoutMilliseconds) < 0, errno != EINTR { return MOSQ_ERR_ERRNO.rawValue }
+        if descriptor.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+            let rc = mosquitto_loop_read(handle, 1)
+            if rc != .mosqSuccess { return rc }
+        }
+        return mosquitto_loop_misc(handle)
     }
 
     // MARK: operations (any thread)
@@ -545,6 +603,11 @@ final class ClientCore: Sendable {
                 return .queued
             }
             guard mayPublish else { return hold() }
+            if qos == .atMostOnce, mid == nil, properties.isEmpty, queueDirectly(topic, payload, retain: retain, &state) {
+                box.outgoing.add(1, ordering: .relaxed)
+                return .handedOver
+            }
+            spillDirect(&state, handle.pointer)
             // Counted before the hand-over: the network thread may write the packet and run its publish callback
             // (which subtracts) before this thread returns, and a subtraction ahead of its addition was lost to the
             // clamp at zero, leaving the backlog stuck above zero.
@@ -554,7 +617,11 @@ final class ClientCore: Sendable {
                 Self.handOver(handle.pointer, topic, payload, qos: qos, retain: retain, properties: properties, isV5: isV5, mid: mid ?? own)
             }
             if rc != .mosqSuccess || propertyError != nil { box.outgoing.subtract(1, ordering: .relaxed) }
-            if rc == .mosqSuccess, propertyError == nil { box.noteHandedOver(mid: mid?.pointee ?? ownMid, qos: qos) }
+            if rc == .mosqSuccess, propertyError == nil {
+                box.noteHandedOver(mid: mid?.pointee ?? ownMid, qos: qos)
+                // Its wake-up byte makes the network thread look at the direct buffer again.
+                state.direct.drainPending = true
+            }
             if let propertyError { return .failed(propertyError) }
             switch rc {
             case .mosqSuccess:
@@ -567,6 +634,54 @@ final class ClientCore: Sendable {
         settle(displaced)
         if case .dropped = outcome { droppedOffline.add(1, ordering: .relaxed) }
         return outcome
+    }
+
+    /// Adds a QoS 0 publish to the direct buffer when it may go that way (see `DirectPublishes`); false: hand it to
+    /// libmosquitto. The caller holds `state`'s lock and has checked the gate.
+    private func queueDirectly(_ topic: String, _ payload: UnsafeRawBufferPointer, retain: Bool,
+                               _ state: inout State) -> Bool {
+        guard directWrites, state.direct.drainPending, !retain || box.retainAvailable.load(ordering: .relaxed) else {
+            return false
+        }
+        var topic = topic
+        return topic.withUTF8 { utf8 in
+            guard let size = DirectPublishes.packetSize(topicCount: utf8.count, payloadCount: payload.count, isV5: isV5),
+                  state.direct.bytes.count + size <= DirectPublishes.capacity else { return false }
+            let limit = box.maximumPacketSize.load(ordering: .relaxed)
+            guard limit == 0 || size <= limit else { return false }
+            // What libmosquitto checks before it takes a topic: no wildcards, valid UTF-8 without control characters.
+            let valid = utf8.withMemoryRebound(to: CChar.self) { chars in
+                mosquitto_pub_topic_check2(chars.baseAddress, chars.count) == .mosqSuccess
+                    && mosquitto_validate_utf8(chars.baseAddress, Int32(chars.count)) == .mosqSuccess
+            }
+            guard valid else { return false }
+            state.direct.append(topic: UnsafeRawBufferPointer(utf8), payload: payload, retain: retain, isV5: isV5)
+            return true
+        }
+    }
+
+    /// Hands what waits in the direct buffer to libmosquitto, in order, before anything else goes to libmosquitto:
+    /// the network thread sends libmosquitto's queue first, and an older message must not follow a newer one.
+    /// The caller holds `state`'s lock.
+    private func spillDirect(_ state: inout State, _ handle: OpaquePointer) {
+        guard !state.direct.isEmpty else { return }
+        let bytes = state.direct.bytes
+        let entries = state.direct.entries
+        _ = state.direct.removeAll()
+        bytes.withUnsafeBytes { raw in
+            for entry in entries {
+                var mid: Int32 = 0
+                let rc: Int32 = raw.baseAddress.map { base in
+                    let topic = String(decoding: UnsafeRawBufferPointer(start: base + entry.topicStart, count: entry.topicCount),
+                                       as: UTF8.self)
+                    return mosquitto_publish_v5(handle, &mid, topic, Int32(entry.payloadCount), base + entry.payloadStart,
+                                                0, entry.retain, nil)
+                } ?? MOSQ_ERR_INVAL.rawValue
+                // Counted when it was queued here; libmosquitto's publish callback subtracts it once written.
+                if rc == .mosqSuccess { box.noteHandedOver(mid: mid, qos: .atMostOnce) } else { box.outgoing.subtract(1, ordering: .relaxed) }
+            }
+        }
+        state.direct.drainPending = true
     }
 
     /// Counts messages the offline queue dropped and ends the waits of dropped or replaced ones.
@@ -599,7 +714,12 @@ final class ClientCore: Sendable {
 
     /// Stops handing publishes to libmosquitto until the next CONNACK.
     private func closeGate() {
-        state.withLock { _ in box.gateOpen.store(false, ordering: .sequentiallyConsistent) }
+        state.withLock { state in
+            box.gateOpen.store(false, ordering: .sequentiallyConsistent)
+            // Lost with the connection, as libmosquitto's unsent QoS 0 packets are.
+            box.outgoing.subtract(state.direct.removeAll(), ordering: .relaxed)
+            state.direct.drainPending = false
+        }
     }
 
     /// After CONNACK: sends the offline queue in order, then lets publishers through. Under `state`'s lock,
@@ -660,6 +780,7 @@ final class ClientCore: Sendable {
             state.withLock { state -> MQTTError? in
                 guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
                 guard mayPublish else { return Self.notConnected("subscribe to \(filters.joined(separator: ", "))") }
+                spillDirect(&state, handle.pointer)
                 let rc = mosquitto_subscribe_multiple(handle.pointer, mid, Int32(pointers.count), pointers.baseAddress,
                                                       qos.rawValue, 0, nil)
                 return Self.operationError(rc, "subscribe to \(filters.joined(separator: ", "))")
@@ -673,6 +794,7 @@ final class ClientCore: Sendable {
             state.withLock { state -> MQTTError? in
                 guard let handle = state.handle, !stopRequested.load(ordering: .relaxed) else { return .shutDownError }
                 guard mayPublish else { return Self.notConnected("unsubscribe from \(filters.joined(separator: ", "))") }
+                spillDirect(&state, handle.pointer)
                 let rc = mosquitto_unsubscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, nil)
                 return Self.operationError(rc, "unsubscribe from \(filters.joined(separator: ", "))")
             }
