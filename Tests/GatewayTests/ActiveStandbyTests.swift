@@ -153,6 +153,10 @@ import Testing
 
         try await watcher.publish("ha/bridge/lease", #"{"node":"z","claim":"forged01","since":"2026-01-01T00:00:00Z"}"#, retain: true)
         try await Self.waitFor("node a to log the forged lease") { nodeA.standardError().contains("ignoring a lease message") }
+        // The watcher's own copy can arrive after node a logged its (both are the broker's fan-out of one message).
+        try await Self.waitFor("the watcher's copy of the forged lease") {
+            watcher.received.contains { $0.topic == "ha/bridge/lease" && $0.text.contains("forged01") }
+        }
         let forged = try #require(watcher.received.lastIndex { $0.topic == "ha/bridge/lease" && $0.text.contains("forged01") })
         try await Self.waitFor("node a's renewal after the forged lease") {
             watcher.received[(forged + 1)...].contains { $0.topic == "ha/bridge/lease" && $0.json?["node"] as? String == "a" }
