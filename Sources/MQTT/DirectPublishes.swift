@@ -9,7 +9,7 @@ import Glibc
 /// Why: per QoS 0 message libmosquitto allocates a packet, writes a wake-up byte to its socket pair, and its loop
 /// then reads that byte in a `select` pass of its own and writes the packet with a system call of its own: four
 /// system calls a message, most of the gateway's network time when a thousand devices report (perf over
-/// `lbs-bench gateway`). A PUBLISH at QoS 0 without properties is a few fixed bytes around topic and payload, so the
+/// `lbs-bench publish`). A PUBLISH at QoS 0 without properties is a few fixed bytes around topic and payload, so the
 /// client builds it here and the network thread sends the whole buffer at once.
 ///
 /// What keeps the wire the same as through libmosquitto (all under the client's state lock, the lock every hand-over
@@ -48,7 +48,6 @@ struct DirectPublishes {
     static let largestPacket = 4096
 
     var isEmpty: Bool { entries.isEmpty }
-    var count: Int { entries.count }
 
     /// The packet's size, or nil when it must go through libmosquitto.
     static func packetSize(topicCount: Int, payloadCount: Int, isV5: Bool) -> Int? {
@@ -107,6 +106,8 @@ struct DirectBatch {
     var bytes: [UInt8] = []
     var offset = 0
     var messages = 0
+    /// The connection broke while writing: the rest was dropped, not sent.
+    var dropped = false
 
     var isEmpty: Bool { offset >= bytes.count }
 
@@ -115,6 +116,7 @@ struct DirectBatch {
         if bytes.capacity > 256 * 1024 { bytes = [] } else { bytes.removeAll(keepingCapacity: true) }
         offset = 0
         messages = 0
+        dropped = false
     }
 
     /// Writes what it can without blocking. True when all is written; false when the socket is full (`EAGAIN`: wait
@@ -131,6 +133,7 @@ struct DirectBatch {
             if written < 0, errno == EINTR { continue }
             if written < 0, errno == EAGAIN || errno == EWOULDBLOCK { return false }
             offset = bytes.count
+            dropped = true
         }
         return true
     }

@@ -539,7 +539,7 @@ final class ClientCore: Sendable {
         while true {
             if batch.isEmpty {
                 box.outgoing.subtract(batch.messages, ordering: .relaxed)
-                directlySent.add(batch.messages, ordering: .relaxed)
+                if !batch.dropped { directlySent.add(batch.messages, ordering: .relaxed) }
                 batch.reset()
                 let took = state.withLock { state -> Bool in
                     guard !mosquitto_want_write(handle) else { return false }
