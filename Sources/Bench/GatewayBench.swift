@@ -162,7 +162,7 @@ enum GatewayBench {
             let client = try MQTTClient(configuration: MQTTTransport.configuration(for: config))
             let controller = await GatewayController(config: config, transport: MQTTTransport(client: client), logger: logger)
             let events = EventInbox<VendorEvent>(capacity: 10_000_000)
-            let sink = VendorEventSink { events.send($0) }
+            let sink = events.sink
             let vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(86_400), extraDevices: extraDevices),
                                     sink: sink)
             await controller.register(vendor)
@@ -369,7 +369,7 @@ extension GatewayBench {
         let controller = await GatewayController(config: config, transport: transport, logger: logger)
         let startup = EventInbox<VendorEvent>(capacity: 10_000_000)
         let vendor = DemoVendor(instanceID: "demo", options: DemoOptions(pollInterval: .seconds(86_400), extraDevices: extraDevices),
-                                sink: VendorEventSink { startup.send($0) })
+                                sink: startup.sink)
         await controller.register(vendor)
         let running = Task { try? await vendor.run() }
         let consumer = Task { await controller.consume(startup) }

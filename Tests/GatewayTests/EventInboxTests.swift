@@ -40,6 +40,29 @@ import Testing
         #expect(await inbox.next() == nil)
     }
 
+    @Test func aRecycledBacklogTakesTheNextOneWithoutGrowingAnew() async throws {
+        let inbox = EventInbox<Int>(capacity: 100_000)
+        for value in 0..<1_000 { inbox.send(value) }
+        let first = try #require(await inbox.next())
+        let grown = first.capacity
+        inbox.recycle(first)
+        inbox.send(1_000)
+        let second = try #require(await inbox.next())
+        #expect(second == [1_000], "nothing of the recycled backlog comes back")
+        #expect(second.capacity >= grown, "appended into the recycled storage")
+        inbox.recycle(second)
+
+        // A burst's buffer is not kept: memory stays at one poll's worth.
+        for value in 0...EventInbox<Int>.recycledCapacity { inbox.send(value) }
+        let burst = try #require(await inbox.next())
+        #expect(burst.capacity > EventInbox<Int>.recycledCapacity)
+        inbox.recycle(burst)
+        inbox.send(1)
+        let after = try #require(await inbox.next())
+        #expect(after == [1])
+        #expect(after.capacity <= EventInbox<Int>.recycledCapacity)
+    }
+
     @Test func cancellingAWaitingConsumerEndsIt() async throws {
         let inbox = EventInbox<Int>(capacity: 10)
         let consumer = Task { await inbox.next() }

@@ -3,12 +3,13 @@ import GatewayModel
 
 /// How an inbox merges elements that only the latest of counts (a device's state updates).
 public struct Coalescing<Element>: Sendable {
-    /// The key of an element that may merge with a waiting one of the same key; nil: never merged.
-    package let key: @Sendable (Element) -> String?
+    /// The device an element may merge for with a waiting one; nil: never merged. A `DeviceID` rather than its
+    /// text: it keeps its hash, and this runs for every element sent.
+    package let key: @Sendable (Element) -> DeviceID?
     /// Folds a newer element into the waiting one.
     package let merge: @Sendable (inout Element, Element) -> Void
 
-    public init(key: @escaping @Sendable (Element) -> String?, merge: @escaping @Sendable (inout Element, Element) -> Void) {
+    public init(key: @escaping @Sendable (Element) -> DeviceID?, merge: @escaping @Sendable (inout Element, Element) -> Void) {
         self.key = key
         self.merge = merge
     }
@@ -27,8 +28,10 @@ public struct Coalescing<Element>: Sendable {
 public final class EventInbox<Element: Sendable>: Sendable {
     private struct State {
         package var buffer: [Element] = []
+        /// An emptied buffer the consumer gave back (`recycle`): the next backlog fills it without growing anew.
+        package var spare: [Element] = []
         /// Where each key's waiting element is in `buffer` (only since the last element without a key).
-        package var pending: [String: Int] = [:]
+        package var pending: [DeviceID: Int] = [:]
         package var waiter: CheckedContinuation<[Element]?, Never>?
         package var finished = false
         package var dropped = 0
@@ -38,7 +41,10 @@ public final class EventInbox<Element: Sendable>: Sendable {
         package mutating func takeAll() -> [Element]? {
             guard !buffer.isEmpty else { return nil }
             pending.removeAll(keepingCapacity: true)
-            defer { buffer = [] }
+            defer {
+                buffer = spare
+                spare = []
+            }
             return buffer
         }
     }
@@ -112,6 +118,27 @@ public final class EventInbox<Element: Sendable>: Sendable {
         }
     }
 
+    /// Gives a handled backlog back, so the next one is appended into its storage instead of a buffer that starts
+    /// empty and reallocates as it doubles (each time on fresh pages). Kept only up to `recycledCapacity` elements:
+    /// one poll's worth, not the peak of a burst.
+    public func recycle(_ handled: consuming [Element]) {
+        var emptied = handled
+        guard emptied.capacity <= Self.recycledCapacity else { return }
+        // Outside the lock: this releases the elements.
+        emptied.removeAll(keepingCapacity: true)
+        state.withLock { state in
+            // Into the buffer being filled when nothing arrived since the take, else for the next take.
+            if state.buffer.isEmpty, state.buffer.capacity < emptied.capacity {
+                swap(&state.buffer, &emptied)
+            } else if state.spare.capacity < emptied.capacity {
+                swap(&state.spare, &emptied)
+            }
+        }
+    }
+
+    /// The largest buffer `recycle` keeps (elements).
+    public static var recycledCapacity: Int { 16_384 }
+
     /// No more elements are accepted; the consumer drains what is waiting and then gets nil.
     public func finish() {
         let waiter = state.withLock { state in
@@ -132,12 +159,20 @@ public final class EventInbox<Element: Sendable>: Sendable {
     public var coalescedCount: Int { state.withLock { $0.coalesced } }
 }
 
+extension EventInbox where Element == VendorEvent {
+    /// The sink vendors report into. Made here, where `send` is specialized for `VendorEvent`: a closure built in
+    /// another module would call the generic `send`, which looks its type's metadata up on every event.
+    public var sink: VendorEventSink {
+        VendorEventSink { self.send($0) }
+    }
+}
+
 extension Coalescing where Element == VendorEvent {
     /// A device's state updates merge while they wait: the newer values win, the latest observation time stays.
     public static var deviceStates: Coalescing<VendorEvent> {
         Coalescing(
             key: { event in
-                if case .state(let id, _, _) = event { return id.rawValue }
+                if case .state(let id, _, _) = event { return id }
                 return nil
             },
             merge: { waiting, newer in

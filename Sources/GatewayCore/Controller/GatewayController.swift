@@ -118,6 +118,7 @@ public final class GatewayController {
                 }
                 if slice.count == Self.eventSlice { await Task.yield() }
             }
+            inbox.recycle(events)
         }
     }
 

@@ -81,7 +81,7 @@ public struct GatewayService: NamedService {
                                     valueStore: persistence.map { CacheVendorValueStore(store: $0.store) })
         // Built before anything runs, so a bad vendor entry stops the start with its error.
         let inbox = EventInbox<VendorEvent>(capacity: 100_000, coalescing: .deviceStates)
-        let sink = VendorEventSink { inbox.send($0) }
+        let sink = inbox.sink
         let environment = ProcessInfo.processInfo.environment
         let vendors = try config.vendors.map { try catalog.make($0, sink: sink, context: context, environment: environment) }
         let runtime = SharedRuntime(inbox: inbox, vendors: vendors)
