@@ -6,34 +6,130 @@ import Foundation
 
 /// A device as the gateway presents it: identity, description and the keys it reports.
 public struct Device: Sendable, Hashable, Codable {
-    public var id: DeviceID
-    /// The vendor instance (`vendors[].id`) that owns it.
-    public var vendorID: String
-    /// The vendor's own id for it, used only inside the vendor adapter.
-    public var vendorDeviceID: String
-    public var name: String
-    public var type: DeviceType
-    public var manufacturer: String?
-    public var model: String?
-    public var room: String?
-    public var swVersion: String?
-    /// The vendor's serial number, when it gives one (Home Assistant device info).
-    public var serialNumber: String?
-    /// Keys a command can really change on this device. nil: every key the registry marks writable.
-    /// A vendor that cannot carry out a registry-writable key (a backend that reports a lock but cannot
-    /// lock it) lists only what it can do, so nothing advertises a command that would be refused.
-    public var writableKeys: Set<String>?
-    /// Normalized keys this device reports or accepts, in display order (names from `StateKeys`).
-    public var keys: [String]
-    /// One-off events it can report (`VendorEvent.deviceEvent`): button presses, a leak detected. They are
-    /// published on `<base>/device/<id>/event` and become a Home Assistant `event` entity. nil: none.
-    public var eventTypes: [String]?
-    /// The device it is reached through, when that is itself a device of the gateway (a Matter bridge's bridged
-    /// devices): Home Assistant shows it as "connected via". nil: the gateway itself.
-    public var viaDevice: DeviceID?
-    /// Where this device narrows the registry's range of a key, by key: an EV charger's current is 6 … 40 A on the
-    /// device, not the registry's 0 … 80; a fan takes only the modes it has. nil: the registry's own.
-    public var limits: [String: KeyLimits]?
+    /// The fields, in one immutable box: every extension copies a device out of the registry on every state update,
+    /// and a copy of fifteen fields retained each of their strings and collections; a copy of the box is one
+    /// retain. Devices change rarely (an inventory), so a change makes a new box.
+    private var storage: Storage
+
+    private final class Storage: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    /// What a device is; encoded as the device itself (the cache's stored JSON keeps its shape).
+    private struct Fields: Sendable, Hashable, Codable {
+        var id: DeviceID
+        /// The vendor instance (`vendors[].id`) that owns it.
+        var vendorID: String
+        /// The vendor's own id for it, used only inside the vendor adapter.
+        var vendorDeviceID: String
+        var name: String
+        var type: DeviceType
+        var manufacturer: String?
+        var model: String?
+        var room: String?
+        var swVersion: String?
+        /// The vendor's serial number, when it gives one (Home Assistant device info).
+        var serialNumber: String?
+        /// Keys a command can really change on this device. nil: every key the registry marks writable.
+        /// A vendor that cannot carry out a registry-writable key (a backend that reports a lock but cannot
+        /// lock it) lists only what it can do, so nothing advertises a command that would be refused.
+        var writableKeys: Set<String>?
+        /// Normalized keys this device reports or accepts, in display order (names from `StateKeys`).
+        var keys: [String]
+        /// One-off events it can report (`VendorEvent.deviceEvent`): button presses, a leak detected. They are
+        /// published on `<base>/device/<id>/event` and become a Home Assistant `event` entity. nil: none.
+        var eventTypes: [String]?
+        /// The device it is reached through, when that is itself a device of the gateway (a Matter bridge's bridged
+        /// devices): Home Assistant shows it as "connected via". nil: the gateway itself.
+        var viaDevice: DeviceID?
+        /// Where this device narrows the registry's range of a key, by key: an EV charger's current is 6 … 40 A on the
+        /// device, not the registry's 0 … 80; a fan takes only the modes it has. nil: the registry's own.
+        var limits: [String: KeyLimits]?
+    }
+
+    public var id: DeviceID {
+        get { storage.fields.id }
+        set { update { $0.id = newValue } }
+    }
+    public var vendorID: String {
+        get { storage.fields.vendorID }
+        set { update { $0.vendorID = newValue } }
+    }
+    public var vendorDeviceID: String {
+        get { storage.fields.vendorDeviceID }
+        set { update { $0.vendorDeviceID = newValue } }
+    }
+    public var name: String {
+        get { storage.fields.name }
+        set { update { $0.name = newValue } }
+    }
+    public var type: DeviceType {
+        get { storage.fields.type }
+        set { update { $0.type = newValue } }
+    }
+    public var manufacturer: String? {
+        get { storage.fields.manufacturer }
+        set { update { $0.manufacturer = newValue } }
+    }
+    public var model: String? {
+        get { storage.fields.model }
+        set { update { $0.model = newValue } }
+    }
+    public var room: String? {
+        get { storage.fields.room }
+        set { update { $0.room = newValue } }
+    }
+    public var swVersion: String? {
+        get { storage.fields.swVersion }
+        set { update { $0.swVersion = newValue } }
+    }
+    public var serialNumber: String? {
+        get { storage.fields.serialNumber }
+        set { update { $0.serialNumber = newValue } }
+    }
+    public var writableKeys: Set<String>? {
+        get { storage.fields.writableKeys }
+        set { update { $0.writableKeys = newValue } }
+    }
+    public var keys: [String] {
+        get { storage.fields.keys }
+        set { update { $0.keys = newValue } }
+    }
+    public var eventTypes: [String]? {
+        get { storage.fields.eventTypes }
+        set { update { $0.eventTypes = newValue } }
+    }
+    public var viaDevice: DeviceID? {
+        get { storage.fields.viaDevice }
+        set { update { $0.viaDevice = newValue } }
+    }
+    public var limits: [String: KeyLimits]? {
+        get { storage.fields.limits }
+        set { update { $0.limits = newValue } }
+    }
+
+    private mutating func update(_ change: (inout Fields) -> Void) {
+        var fields = storage.fields
+        change(&fields)
+        storage = Storage(fields)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        storage = Storage(try Fields(from: decoder))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try storage.fields.encode(to: encoder)
+    }
+
+    public static func == (lhs: Device, rhs: Device) -> Bool {
+        lhs.storage === rhs.storage || lhs.storage.fields == rhs.storage.fields
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        storage.fields.hash(into: &hasher)
+    }
 
     public init(
         vendorID: String, vendorDeviceID: String, name: String, type: DeviceType,
@@ -41,21 +137,11 @@ public struct Device: Sendable, Hashable, Codable {
         serialNumber: String? = nil, writableKeys: Set<String>? = nil, keys: [String], eventTypes: [String]? = nil, viaDevice: DeviceID? = nil,
         limits: [String: KeyLimits]? = nil
     ) {
-        self.id = DeviceID(vendorInstance: vendorID, vendorDeviceID: vendorDeviceID)
-        self.vendorID = vendorID
-        self.vendorDeviceID = vendorDeviceID
-        self.name = name
-        self.type = type
-        self.manufacturer = manufacturer
-        self.model = model
-        self.room = room
-        self.swVersion = swVersion
-        self.serialNumber = serialNumber
-        self.writableKeys = writableKeys
-        self.keys = keys
-        self.eventTypes = eventTypes
-        self.viaDevice = viaDevice
-        self.limits = limits
+        storage = Storage(Fields(
+            id: DeviceID(vendorInstance: vendorID, vendorDeviceID: vendorDeviceID), vendorID: vendorID,
+            vendorDeviceID: vendorDeviceID, name: name, type: type, manufacturer: manufacturer, model: model, room: room,
+            swVersion: swVersion, serialNumber: serialNumber, writableKeys: writableKeys, keys: keys, eventTypes: eventTypes,
+            viaDevice: viaDevice, limits: limits))
     }
 
     /// Each key's spec as this device has it (`spec(_:)`).
