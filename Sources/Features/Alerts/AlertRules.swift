@@ -132,6 +132,8 @@ package struct AlertRules: Sendable {
     /// `<key>_high` or `<key>_low` of one device: raised past the limit, cleared only once back past it by the margin.
     private mutating func evaluateLimit(_ device: Device, key: String, reading: Double, limit: Double, high: Bool, at: Date,
                                         into changes: inout [AlertChange]) {
+        // A device without an alert whose reading is inside the limit (nearly every update): no rule id is built.
+        if !alertingDevices.contains(device.id), high ? reading <= limit : reading >= limit { return }
         let rule = key + (high ? "_high" : "_low")
         let wasActive = isActive(rule, device.id)
         let margin = wasActive ? Self.margin(key, limit) : 0

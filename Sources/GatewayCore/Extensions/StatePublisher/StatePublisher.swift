@@ -18,10 +18,8 @@ import GatewayModel
 @GatewayActor
 package final class StatePublisher: GatewayExtension {
     package let hub: GatewayHub
-    /// Per device, what a publish needs, computed once (copying a whole `Device` per update would retain each of its strings).
-    private var hot: [DeviceID: (topic: String, type: DeviceType)] = [:]
-    /// Per device, its state's keys in the order its snapshot lists them (see `StateSnapshot.render`).
-    private var keyOrder: [DeviceID: [String]] = [:]
+    /// Per device, everything a state's publish reads and writes, found with one lookup (it runs for every update).
+    private var published: [DeviceID: Published] = [:]
     /// A tick of a polling vendor stamps many devices with one time: format it once.
     private var lastSeenCache: (Date, String)?
     /// Devices whose state is held back while the connection cannot keep up: latest wins, so memory is
@@ -32,15 +30,22 @@ package final class StatePublisher: GatewayExtension {
     package private(set) var coalescedStates = 0
     /// Device states published (for `bridge/health` and metrics).
     package private(set) var statesPublished = 0
-    /// Per device, how many keys its last published state had; absent when its next state follows a fresh
-    /// announcement (discovery, availability, `bridge/devices`) and must go at QoS 1. A key's first value
-    /// brings its discovery again, so a state with more keys counts as following one too.
-    private var keysPublished: [DeviceID: Int] = [:]
-    /// Per device whose last state went at QoS 1: the connection's count of QoS 1 hand-overs right after it. Until
-    /// the broker acknowledged that many, the device's next state goes at QoS 1 too, so it cannot overtake it (or
-    /// what went before it). A burst of states therefore goes at QoS 0 once each device's announcements are
-    /// acknowledged, instead of at QoS 1 as long as anything at all waits in the connection.
-    private var unacknowledgedMark: [DeviceID: UInt64] = [:]
+
+    private struct Published {
+        var topic: String
+        var type: DeviceType
+        /// The state's keys in the order its snapshot lists them (see `StateSnapshot.render`).
+        var keyOrder: [String] = []
+        /// How many keys its last published state had; nil when its next state follows a fresh announcement
+        /// (discovery, availability, `bridge/devices`) and must go at QoS 1. A key's first value brings its
+        /// discovery again, so a state with more keys counts as following one too.
+        var keysPublished: Int?
+        /// When its last state went at QoS 1: the connection's count of QoS 1 hand-overs right after it. Until the
+        /// broker acknowledged that many, the device's next state goes at QoS 1 too, so it cannot overtake it (or
+        /// what went before it). A burst of states therefore goes at QoS 0 once each device's announcements are
+        /// acknowledged, instead of at QoS 1 as long as anything at all waits in the connection.
+        var unacknowledgedMark: UInt64?
+    }
     /// Devices restored from the cache with counters, held back at the first connect until the broker's retained
     /// copy of their state was read (`floorRestoredCounters`): the cache may be older than the broker.
     private var awaitingFloor: Set<DeviceID> = []
@@ -69,24 +74,19 @@ package final class StatePublisher: GatewayExtension {
         case .homeAssistantBirth:
             publishAll()
         case .deviceAdded(let device, let restored):
-            hot[device.id] = (hub.topics.device(device.id), device.type)
-            keysPublished[device.id] = nil
+            describe(device)
             if !restored { publishAvailability(device.id) }
         case .deviceChanged(let device):
-            hot[device.id] = (hub.topics.device(device.id), device.type)
-            keysPublished[device.id] = nil
+            describe(device)
         case .deviceRemoved(let device):
             awaitingFloor.remove(device.id)
-            hot[device.id] = nil
-            keyOrder[device.id] = nil
-            keysPublished[device.id] = nil
-            unacknowledgedMark[device.id] = nil
+            published[device.id] = nil
             heldBack.remove(device.id)
             hub.transport.publish(hub.topics.device(device.id), "", qos: 1, retain: true)
             hub.transport.publish(hub.topics.availability(device.id), "", qos: 1, retain: true)
         case .stateUpdated(let id, _, _, _, let source):
             // A fresh reading is newer than the cache and the broker: it goes out as usual.
-            awaitingFloor.remove(id)
+            if !awaitingFloor.isEmpty { awaitingFloor.remove(id) }
             // A command's confirmed state never waits behind telemetry, and goes out even while disconnected:
             // its reply (queued until the reconnect) must not arrive before it.
             if source == .vendor, !hub.announcing {
@@ -97,7 +97,7 @@ package final class StatePublisher: GatewayExtension {
                 publishState(id)
             }
         case .availabilityChanged(let id, _):
-            keysPublished[id] = nil
+            if let index = published.index(forKey: id) { published.values[index].keysPublished = nil }
             publishAvailability(id)
         case .vendorHealthChanged(let health, _):
             publishVendorHealth(health)
@@ -136,7 +136,7 @@ package final class StatePublisher: GatewayExtension {
             return
         }
         let restored = hub.states.filter { id, state in
-            hot[id] != nil && state.stale && state.values.keys.contains { StateKeys.spec($0)?.series == .counter }
+            published[id] != nil && state.stale && state.values.keys.contains { StateKeys.spec($0)?.series == .counter }
         }.map(\.key)
         guard !restored.isEmpty else {
             floorRead = .done
@@ -193,15 +193,27 @@ package final class StatePublisher: GatewayExtension {
     /// Availability before state for each device, so a consumer never sees values of a device it thinks offline.
     private func publishAll() {
         heldBack.removeAll()
-        keysPublished.removeAll()
+        for index in published.indices { published.values[index].keysPublished = nil }
         for id in hub.devices.keys.sorted() {
             publishAvailability(id)
             if !awaitingFloor.contains(id) { publishState(id) }
         }
     }
 
+    /// A device added or changed: its topic and type; its next state follows a fresh announcement.
+    private func describe(_ device: Device) {
+        let topic = hub.topics.device(device.id)
+        guard let index = published.index(forKey: device.id) else {
+            published[device.id] = Published(topic: topic, type: device.type)
+            return
+        }
+        published.values[index].topic = topic
+        published.values[index].type = device.type
+        published.values[index].keysPublished = nil
+    }
+
     private func publishState(_ id: DeviceID) {
-        guard let info = hot[id], let state = hub.states[id] else { return }
+        guard let index = published.index(forKey: id), let state = hub.states[id] else { return }
         var lastSeenText: String?
         if let lastSeen = state.lastSeen {
             if let cached = lastSeenCache, cached.0 == lastSeen {
@@ -214,18 +226,19 @@ package final class StatePublisher: GatewayExtension {
         }
         // QoS 1 joins the client's queue behind every QoS 1 message before it; QoS 0 goes out at once, so only once
         // the device's announcements and its own last QoS 1 state were acknowledged.
-        let announced = keysPublished[id].map { state.values.count > $0 } ?? true
-        let mark = unacknowledgedMark[id]
+        // `index` stays valid to the end: nothing here adds or removes a device.
+        let announced = published.values[index].keysPublished.map { state.values.count > $0 } ?? true
+        let mark = published.values[index].unacknowledgedMark
         let behindUnacknowledged = mark.map { $0 > hub.transport.acknowledgementMarks.acknowledged } ?? false
         let qos = announced || behindUnacknowledged ? 1 : 0
-        keysPublished[id] = state.values.count
-        let snapshot = StateSnapshot.render(type: info.type, state: state, lastSeenText: lastSeenText, keyOrder: &keyOrder[id, default: []])
-        hub.transport.publish(info.topic, snapshot, qos: qos, retain: hub.config.mqtt.retainState)
-        // Written only when it changes: a burst of QoS 0 states then costs no second lookup each.
+        published.values[index].keysPublished = state.values.count
+        let snapshot = StateSnapshot.render(type: published.values[index].type, state: state, lastSeenText: lastSeenText,
+                                            keyOrder: &published.values[index].keyOrder)
+        hub.transport.publish(published.values[index].topic, snapshot, qos: qos, retain: hub.config.mqtt.retainState)
         if qos == 1 {
-            unacknowledgedMark[id] = hub.transport.acknowledgementMarks.handedOver
+            published.values[index].unacknowledgedMark = hub.transport.acknowledgementMarks.handedOver
         } else if mark != nil {
-            unacknowledgedMark[id] = nil
+            published.values[index].unacknowledgedMark = nil
         }
         statesPublished += 1
     }
