@@ -65,7 +65,9 @@ let featureTargets: [Target.Dependency] = features.map { .target(name: "Feature\
 /// around every page touched, so the same hot code scattered over 30 MB costs several times its size in resident
 /// memory. The order is a layout hint: names it no longer finds are skipped.
 let gatewayLinkerFlags: [LinkerSetting] = [
-    .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+    .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                  // The one symbol a loaded library looks up in the executable (see Sources/CCurl/curl_loader.c).
+                  "-Xlinker", "--export-dynamic-symbol=_gnutls_global_init_skip"],
                  .when(platforms: [.linux])),
     .unsafeFlags(["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/deploy/lbs-gateway.order",
                   "-Xlinker", "--no-warn-symbol-ordering",

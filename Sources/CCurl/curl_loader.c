@@ -31,6 +31,13 @@ static char load_error[512];
     X(multi_wakeup, "curl_multi_wakeup")             \
     X(multi_strerror, "curl_multi_strerror")
 
+/* Debian's libcurl4 does TLS with OpenSSL, but pulls GnuTLS in through librtmp and libldap, whose protocols the
+   gateway never enables (CURLOPT_PROTOCOLS_STR is "http,https"). Loaded, GnuTLS initialises itself in its library
+   constructor (its crypto backend, CPU detection, PKCS#11 set-up): memory for nothing here. Its constructor asks
+   this weak hook first (GNUTLS_SKIP_GLOBAL_INIT in gnutls.h); the executable exports ours (Package.swift), so the
+   set-up is skipped without touching the environment. */
+__attribute__((visibility("default"), used)) int _gnutls_global_init_skip(void) { return 1; }
+
 static void load(void) {
     /* The library's soname (libcurl4's, as install.sh installs it), bound lazily as the libraries linked at program
        start are; it stays loaded for the process. */

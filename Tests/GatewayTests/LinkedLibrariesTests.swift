@@ -56,3 +56,30 @@ extension LinkedLibrariesTests {
         #expect(text.contains("libcurl.so.4 lacks curl_global_init"), "\(text)")
     }
 }
+
+extension LinkedLibrariesTests {
+    /// GnuTLS comes in with Debian's libcurl (through librtmp and libldap) but is never used: the gateway's own
+    /// `_gnutls_global_init_skip` must be what GnuTLS's constructor calls, so it skips its set-up (~1 MB resident).
+    /// The dynamic loader's binding trace shows which object answered the call.
+    @Test func gnuTLSSkipsItsImplicitSetUpWhenLibcurlIsLoaded() throws {
+        let binary = try #require(Binaries.gateway, "lbs-gateway is built next to the tests")
+        guard FileManager.default.fileExists(atPath: "/usr/lib/x86_64-linux-gnu/libgnutls.so.30")
+            || FileManager.default.fileExists(atPath: "/lib/x86_64-linux-gnu/libgnutls.so.30") else { return }
+        let selfTest = Process()
+        selfTest.executableURL = URL(fileURLWithPath: binary)
+        // self-test loads libcurl (and with it GnuTLS), as a vendor's first HTTP request does.
+        selfTest.arguments = ["self-test"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_DEBUG"] = "bindings"
+        selfTest.environment = environment
+        let output = Pipe()
+        selfTest.standardOutput = FileHandle.nullDevice
+        selfTest.standardError = output
+        try selfTest.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        selfTest.waitUntilExit()
+        let binding = text.split(separator: "\n").first { $0.contains("`_gnutls_global_init_skip'") }
+        let line = try #require(binding.map(String.init), "GnuTLS was loaded and asked whether to skip its set-up")
+        #expect(line.contains("to \(binary) "), "answered by the executable, not GnuTLS's own default: \(line)")
+    }
+}
