@@ -19,9 +19,7 @@ public struct Device: Sendable, Hashable, Codable {
     /// What a device is; encoded as the device itself (the cache's stored JSON keeps its shape).
     private struct Fields: Sendable, Hashable, Codable {
         var id: DeviceID
-        /// The vendor instance (`vendors[].id`) that owns it.
         var vendorID: String
-        /// The vendor's own id for it, used only inside the vendor adapter.
         var vendorDeviceID: String
         var name: String
         var type: DeviceType
@@ -29,22 +27,11 @@ public struct Device: Sendable, Hashable, Codable {
         var model: String?
         var room: String?
         var swVersion: String?
-        /// The vendor's serial number, when it gives one (Home Assistant device info).
         var serialNumber: String?
-        /// Keys a command can really change on this device. nil: every key the registry marks writable.
-        /// A vendor that cannot carry out a registry-writable key (a backend that reports a lock but cannot
-        /// lock it) lists only what it can do, so nothing advertises a command that would be refused.
         var writableKeys: Set<String>?
-        /// Normalized keys this device reports or accepts, in display order (names from `StateKeys`).
         var keys: [String]
-        /// One-off events it can report (`VendorEvent.deviceEvent`): button presses, a leak detected. They are
-        /// published on `<base>/device/<id>/event` and become a Home Assistant `event` entity. nil: none.
         var eventTypes: [String]?
-        /// The device it is reached through, when that is itself a device of the gateway (a Matter bridge's bridged
-        /// devices): Home Assistant shows it as "connected via". nil: the gateway itself.
         var viaDevice: DeviceID?
-        /// Where this device narrows the registry's range of a key, by key: an EV charger's current is 6 … 40 A on the
-        /// device, not the registry's 0 … 80; a fan takes only the modes it has. nil: the registry's own.
         var limits: [String: KeyLimits]?
     }
 
@@ -52,10 +39,12 @@ public struct Device: Sendable, Hashable, Codable {
         get { storage.fields.id }
         set { update { $0.id = newValue } }
     }
+    /// The vendor instance (`vendors[].id`) that owns it.
     public var vendorID: String {
         get { storage.fields.vendorID }
         set { update { $0.vendorID = newValue } }
     }
+    /// The vendor's own id for it, used only inside the vendor adapter.
     public var vendorDeviceID: String {
         get { storage.fields.vendorDeviceID }
         set { update { $0.vendorDeviceID = newValue } }
@@ -84,26 +73,37 @@ public struct Device: Sendable, Hashable, Codable {
         get { storage.fields.swVersion }
         set { update { $0.swVersion = newValue } }
     }
+    /// The vendor's serial number, when it gives one (Home Assistant device info).
     public var serialNumber: String? {
         get { storage.fields.serialNumber }
         set { update { $0.serialNumber = newValue } }
     }
+    /// Keys a command can really change on this device. nil: every key the registry marks writable.
+    /// A vendor that cannot carry out a registry-writable key (a backend that reports a lock but cannot
+    /// lock it) lists only what it can do, so nothing advertises a command that would be refused.
     public var writableKeys: Set<String>? {
         get { storage.fields.writableKeys }
         set { update { $0.writableKeys = newValue } }
     }
+    /// Normalized keys this device reports or accepts, in display order (names from `StateKeys`).
     public var keys: [String] {
         get { storage.fields.keys }
         set { update { $0.keys = newValue } }
     }
+    /// One-off events it can report (`VendorEvent.deviceEvent`): button presses, a leak detected. They are
+    /// published on `<base>/device/<id>/event` and become a Home Assistant `event` entity. nil: none.
     public var eventTypes: [String]? {
         get { storage.fields.eventTypes }
         set { update { $0.eventTypes = newValue } }
     }
+    /// The device it is reached through, when that is itself a device of the gateway (a Matter bridge's bridged
+    /// devices): Home Assistant shows it as "connected via". nil: the gateway itself.
     public var viaDevice: DeviceID? {
         get { storage.fields.viaDevice }
         set { update { $0.viaDevice = newValue } }
     }
+    /// Where this device narrows the registry's range of a key, by key: an EV charger's current is 6 … 40 A on the
+    /// device, not the registry's 0 … 80; a fan takes only the modes it has. nil: the registry's own.
     public var limits: [String: KeyLimits]? {
         get { storage.fields.limits }
         set { update { $0.limits = newValue } }
