@@ -122,16 +122,15 @@ public final class EventInbox<Element: Sendable>: Sendable {
     /// empty and reallocates as it doubles (each time on fresh pages). Kept only up to `recycledCapacity` elements:
     /// one poll's worth, not the peak of a burst.
     public func recycle(_ handled: consuming [Element]) {
-        var emptied = handled
-        guard emptied.capacity <= Self.recycledCapacity else { return }
+        guard handled.capacity <= Self.recycledCapacity else { return }
         // Outside the lock: this releases the elements.
-        emptied.removeAll(keepingCapacity: true)
+        handled.removeAll(keepingCapacity: true)
         state.withLock { state in
             // Into the buffer being filled when nothing arrived since the take, else for the next take.
-            if state.buffer.isEmpty, state.buffer.capacity < emptied.capacity {
-                swap(&state.buffer, &emptied)
-            } else if state.spare.capacity < emptied.capacity {
-                swap(&state.spare, &emptied)
+            if state.buffer.isEmpty, state.buffer.capacity < handled.capacity {
+                swap(&state.buffer, &handled)
+            } else if state.spare.capacity < handled.capacity {
+                swap(&state.spare, &handled)
             }
         }
     }
