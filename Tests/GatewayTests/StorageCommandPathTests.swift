@@ -18,10 +18,11 @@ import Testing
         await h.set("plug", #"{"state":"OFF"}"#, reply: "replies/1")
         try await waitUntil("the command reached the vendor") { h.vendor.executed.count == 1 }
         // The send overlaps the outbox commit (its outcome waits for the commit), so the commit may end after the
-        // vendor call began: wait for it, then check that it was the only one.
-        try await waitUntil("the outbox row was committed") { store.committedTransactions - before >= 1 }
-        #expect(store.committedTransactions - before == 1, "commits while the vendor call is open: \(store.committedTransactions - before)")
+        // vendor call began: wait until its row can be read (the commit counter moves as a commit begins, before
+        // readers see it), then check that it was the only one.
         let id = try #require(h.vendor.executed.first?.id)
+        try await waitUntil("the outbox row was committed") { try store.outboxEntry(id: id) != nil }
+        #expect(store.committedTransactions - before == 1, "commits while the vendor call is open: \(store.committedTransactions - before)")
         let row = try #require(try store.outboxEntry(id: id))
         #expect(row.state == .sending && row.attempts == 1, "\(row.state) after \(row.attempts) attempt(s)")
 

@@ -20,7 +20,8 @@ final class SQLitePool: @unchecked Sendable {
     private let commits = Atomic<Int>(0)
     private let closed = Atomic<Bool>(false)
 
-    /// Write transactions committed on the writer since the pool opened.
+    /// Write transactions committed on the writer since the pool opened (counted by the commit hook, which runs as a
+    /// commit begins: a reader may not see the last one yet).
     var committedTransactions: Int { commits.load(ordering: .relaxed) }
 
     /// Opens (creating if needed) the database at `path` in WAL mode; `prepare` runs on every connection first.
