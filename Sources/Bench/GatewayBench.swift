@@ -361,6 +361,9 @@ final class CountingTransport: MessageTransport {
     func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?) {
         published.add(1, ordering: .relaxed)
     }
+    func publish(_ topic: String, utf8 payload: [UInt8], qos: Int, retain: Bool) {
+        published.add(1, ordering: .relaxed)
+    }
     func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool {
         publish(topic, payload, qos: 1, retain: retain, correlationData: nil)
         return true

@@ -196,8 +196,8 @@ public struct DeviceState: Sendable, Hashable {
     /// (a newer `last_seen` alone is not a change; it is refreshed on the state heartbeat).
     public mutating func mergeReportingChange(_ update: [String: StateValue], observedAt: Date) -> Bool {
         var changed = stale
-        for (key, value) in update where values[key] != value {
-            values[key] = value
+        // One lookup per key: the value is stored, and the one it replaced tells whether it changed.
+        for (key, value) in update where values.updateValue(value, forKey: key) != value {
             changed = true
         }
         if lastSeen.map({ observedAt >= $0 }) ?? true { lastSeen = observedAt }

@@ -8,26 +8,67 @@ import Foundation
 /// (state snapshots are written for every update; JSONEncoder is measurably slower).
 public enum JSONText {
     /// At most three decimals (below every sensor's resolution), trailing zeros dropped.
-    /// Formatted with integer arithmetic: `Double.description` is measurably slower on the publish path.
     public static func number(_ value: Double) -> String {
-        guard value.isFinite else { return "null" }
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        appendNumber(value, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `number(_:)` appended as ASCII bytes, formatted with integer arithmetic and no intermediate string
+    /// (`Double.description` and per-part `String`s were measurably slower on the publish path).
+    public static func appendNumber(_ value: Double, to out: inout [UInt8]) {
+        guard value.isFinite else {
+            out.append(contentsOf: "null".utf8)
+            return
+        }
         let scaled = (value * 1000).rounded()
-        guard abs(scaled) < 9e15 else { return "\(value)" }
+        guard abs(scaled) < 9e15 else {
+            out.append(contentsOf: "\(value)".utf8)
+            return
+        }
         var millis = Int64(scaled)
-        if millis == 0 { return "0" }
-        let negative = millis < 0
-        if negative { millis = -millis }
-        let whole = millis / 1000
-        var fraction = millis % 1000
-        var text = negative ? "-" + String(whole) : String(whole)
-        guard fraction != 0 else { return text }
+        if millis == 0 {
+            out.append(UInt8(ascii: "0"))
+            return
+        }
+        if millis < 0 {
+            out.append(UInt8(ascii: "-"))
+            millis = -millis
+        }
+        appendDigits(UInt64(millis / 1000), to: &out)
+        var fraction = Int(millis % 1000)
+        guard fraction != 0 else { return }
         var digits = 3
-        while fraction % 10 == 0 { fraction /= 10; digits -= 1 }
-        let fractionText = String(fraction)
-        text += "."
-        if fractionText.count < digits { text += String(repeating: "0", count: digits - fractionText.count) }
-        text += fractionText
-        return text
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        out.append(UInt8(ascii: "."))
+        // `digits` digits with their leading zeros: 0.05 is millis 50, fraction 5 in 2 digits, ".05".
+        var divisor = digits == 3 ? 100 : digits == 2 ? 10 : 1
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(fraction / divisor % 10))
+            divisor /= 10
+        }
+    }
+
+    /// The decimal digits of `value`.
+    private static func appendDigits(_ value: UInt64, to out: inout [UInt8]) {
+        if value < 10 {
+            out.append(UInt8(ascii: "0") + UInt8(value))
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var start = buffer.count
+            var rest = value
+            repeat {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            out.append(contentsOf: UnsafeMutableBufferPointer(rebasing: buffer[start...]))
+        }
     }
 
     /// Appends `[a,b,…]`, each item written by `write`.
@@ -113,7 +154,17 @@ public enum JSONText {
         return fast ?? text.utf8.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }
     }
 
-    /// Appends `value` as JSON without an intermediate string for strings and booleans.
+    /// Appends `value` as JSON, with no intermediate string for numbers, strings and booleans.
+    public static func append(_ value: StateValue, toBytes out: inout [UInt8]) {
+        switch value {
+        case .number(let number): appendNumber(number, to: &out)
+        case .string(let text): appendQuoted(text, toBytes: &out)
+        case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .object(let members): out.append(contentsOf: object(members).utf8)
+        }
+    }
+
+    /// Appends `value` as JSON (see `append(_:toBytes:)`).
     public static func append(_ value: StateValue, to out: inout String) {
         switch value {
         case .number(let number): out += JSONText.number(number)

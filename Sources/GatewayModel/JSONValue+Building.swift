@@ -38,7 +38,7 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
-        case .number(let number): out.append(contentsOf: JSONText.number(number).utf8)
+        case .number(let number): JSONText.appendNumber(number, to: &out)
         case .string(let text): JSONText.appendQuoted(text, toBytes: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))

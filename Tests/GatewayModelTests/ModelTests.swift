@@ -73,4 +73,39 @@ import Testing
     func formatsWithAtMostThreeDecimals(value: Double, expected: String) {
         #expect(JSONText.number(value) == expected)
     }
+
+    /// The formatting as it was written with strings, before the digits went straight into bytes.
+    private static func reference(_ value: Double) -> String {
+        guard value.isFinite else { return "null" }
+        let scaled = (value * 1000).rounded()
+        guard abs(scaled) < 9e15 else { return "\(value)" }
+        var millis = Int64(scaled)
+        if millis == 0 { return "0" }
+        let negative = millis < 0
+        if negative { millis = -millis }
+        var fraction = millis % 1000
+        var text = (negative ? "-" : "") + String(millis / 1000)
+        guard fraction != 0 else { return text }
+        var digits = 3
+        while fraction % 10 == 0 { fraction /= 10; digits -= 1 }
+        let fractionText = String(fraction)
+        text += "." + String(repeating: "0", count: digits - fractionText.count) + fractionText
+        return text
+    }
+
+    @Test func bytesMatchTheStringFormattingOverManyValues() {
+        var values: [Double] = [.infinity, -.infinity, 9e12, -9e12, 8_999_999_999_999.999, 0.0005, -0.0005, 1e-9, 999.9995]
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<20_000 {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let magnitude = Double(seed >> 11) / Double(1 << 53)
+            let scale = [1e-4, 1, 100, 1e4, 1e7, 1e13][Int(seed % 6)]
+            values.append((seed & 1 == 0 ? 1 : -1) * magnitude * scale)
+        }
+        for value in values {
+            var bytes: [UInt8] = Array("x".utf8)
+            JSONText.appendNumber(value, to: &bytes)
+            #expect(String(decoding: bytes.dropFirst(), as: UTF8.self) == Self.reference(value), "\(value)")
+        }
+    }
 }

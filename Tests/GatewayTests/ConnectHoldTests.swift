@@ -116,6 +116,20 @@ import Testing
         gate.publish("lbs/device/a/availability", #"{"state":"online"}"#, qos: 1, retain: true, correlationData: nil)
         #expect(inner.messages.last?.topic == "lbs/device/a/availability" && gate.loopsBack)
     }
+
+    /// A state rendered into bytes (the state publisher's path) is gated the same way as text.
+    @Test func bytePayloadsAreGatedLikeText() {
+        let inner = RecordingTransport(loopsBack: true)
+        let gate = FirstConnectGate(inner, topics: Topics(base: "lbs", discoveryPrefix: "homeassistant"))
+        gate.publish("lbs/device/a/availability", utf8: Array(#"{"state":"online"}"#.utf8), qos: 1, retain: true)
+        gate.publish("lbs/device/a", utf8: Array(#"{"state":"ON"}"#.utf8), qos: 1, retain: true)
+        gate.publish("lbs/device/gone", utf8: [], qos: 1, retain: true)
+        #expect(inner.messages.map(\.topic) == ["lbs/device/a", "lbs/device/gone"])
+        #expect(inner.messages.first?.payload == #"{"state":"ON"}"#)
+        gate.open()
+        gate.publish("lbs/device/a/availability", utf8: Array(#"{"state":"online"}"#.utf8), qos: 1, retain: true)
+        #expect(inner.messages.last?.topic == "lbs/device/a/availability")
+    }
 }
 
 /// The same against a real broker: a start with hundreds of devices reads back only what an earlier run left,

@@ -156,18 +156,24 @@ package struct AlertRules: Sendable {
 
     private mutating func evaluateWater(_ device: Device, values: [String: StateValue], at: Date, into changes: inout [AlertChange]) {
         let flow = values["water_flow"]?.number
+        // Most devices never report a flow: then only a device already flowing has a start to look up.
+        var since = flowingSince.isEmpty ? nil : flowingSince[device.id]
         if let flow {
             if flow > settings.leakFlowAbove {
-                if flowingSince[device.id] == nil { flowingSince[device.id] = at }
-            } else {
+                if since == nil {
+                    since = at
+                    flowingSince[device.id] = at
+                }
+            } else if since != nil {
+                since = nil
                 flowingSince[device.id] = nil
             }
         }
         let flagged = values["leak"] == .bool(true)
-        let running = flowingSince[device.id].map { at.timeIntervalSince($0) >= settings.leakFlowDuration } ?? false
+        let running = since.map { at.timeIntervalSince($0) >= settings.leakFlowDuration } ?? false
         guard flagged || running || isActive("water_leak", device.id) else { return }
         let id = Self.id("water_leak", device.id)
-        let minutes = Int((flowingSince[device.id].map { at.timeIntervalSince($0) } ?? 0) / 60)
+        let minutes = Int((since.map { at.timeIntervalSince($0) } ?? 0) / 60)
         let limit = settings.leakFlowAbove
         update(id, holds: flagged || running, at: at, into: &changes) {
             let message = flagged

@@ -8,10 +8,19 @@ import GatewayModel
 /// The retained `<base>/device/<id>` payload: every known reading with its fixed unit,
 /// `last_seen` (when the vendor observed it, ISO 8601 UTC) and `stale` while it comes from the cache.
 package enum StateSnapshot {
-    /// Written straight into one string (no intermediate dictionary): this runs for every update.
+    /// The snapshot as a string (tests, and callers off the hot path).
+    package static func render(type: DeviceType, state: DeviceState, lastSeenText: String?, keyOrder: inout [String]) -> String {
+        var out: [UInt8] = []
+        render(type: type, state: state, lastSeenText: lastSeenText, keyOrder: &keyOrder, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Written straight into `out` (emptied first; the state publisher reuses one buffer, and the connection copies
+    /// it into its packet): no intermediate dictionary or strings, as this runs for every update.
     /// `keyOrder` is the state's keys, sorted, from the device's last render: reused while it still names exactly
     /// the state's keys (the same count, each found), so a render sorts only when a key came or went.
-    package static func render(type: DeviceType, state: DeviceState, lastSeenText: String?, keyOrder: inout [String]) -> String {
+    package static func render(type: DeviceType, state: DeviceState, lastSeenText: String?, keyOrder: inout [String],
+                               into out: inout [UInt8]) {
         // What the snapshot adds, in key order (they merge into the sorted keys below, and replace a value of the
         // same key). Home Assistant's JSON light reads `color_temp` (Kelvin with `color_temp_kelvin: true`) and
         // `color_mode`; they mirror `color_temp_kelvin` and are documented as such. A colour light's own
@@ -24,29 +33,30 @@ package enum StateSnapshot {
         if let lastSeenText { extras.append(("last_seen", .string(lastSeenText))) }
         if state.stale { extras.append(("stale", .bool(true))) }
 
-        var out = "{"
+        out.removeAll(keepingCapacity: true)
         out.reserveCapacity(32 + (state.values.count + extras.count) * 24)
+        out.append(UInt8(ascii: "{"))
         if keyOrder.count != state.values.count || !write(keyOrder, of: state, extras: extras, to: &out) {
             keyOrder = state.values.keys.sorted()
-            out = "{"
+            out.removeSubrange(1...)
             _ = write(keyOrder, of: state, extras: extras, to: &out)
         }
-        out += "}"
-        return out
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Writes the values in `keys` order with `extras` merged in; false (stopping) at a key the state lacks.
     private static func write(_ keys: [String], of state: DeviceState, extras: [(key: String, value: StateValue)],
-                              to out: inout String) -> Bool {
+                              to out: inout [UInt8]) -> Bool {
         var pendingExtras = extras[...]
         var first = true
         func field(_ key: String, _ value: StateValue) {
-            if !first { out += "," }
+            if !first { out.append(UInt8(ascii: ",")) }
             first = false
-            out += "\""
-            out += key
-            out += "\":"
-            JSONText.append(value, to: &out)
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: key.utf8)
+            out.append(UInt8(ascii: "\""))
+            out.append(UInt8(ascii: ":"))
+            JSONText.append(value, toBytes: &out)
         }
         for key in keys {
             guard var value = state.values[key] else { return false }

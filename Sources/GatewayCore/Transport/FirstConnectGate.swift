@@ -28,6 +28,11 @@ package final class FirstConnectGate: MessageTransport {
         inner.publish(topic, payload, qos: qos, retain: retain, correlationData: correlationData)
     }
 
+    package func publish(_ topic: String, utf8 payload: [UInt8], qos: Int, retain: Bool) {
+        if retain, !payload.isEmpty, closed.load(ordering: .relaxed), !isDeviceState(topic) { return }
+        inner.publish(topic, utf8: payload, qos: qos, retain: retain)
+    }
+
     /// What goes out whether or not the gate is open (`bridge/state`).
     package func publishAlways(_ topic: String, _ payload: String, qos: Int, retain: Bool) {
         inner.publish(topic, payload, qos: qos, retain: retain, correlationData: nil)

@@ -19,6 +19,10 @@ public struct MQTTTransport: MessageTransport {
                        properties: MQTTPublishProperties(correlationData: correlationData))
     }
 
+    public func publish(_ topic: String, utf8 payload: [UInt8], qos: Int, retain: Bool) {
+        client.publish(topic, payload, qos: qos == 0 ? .atMostOnce : .atLeastOnce, retain: retain)
+    }
+
     public func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool {
         do {
             try await client.publishAndWait(topic, Array(payload.utf8), qos: .atLeastOnce, retain: retain, timeout: timeout)

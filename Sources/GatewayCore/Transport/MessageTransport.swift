@@ -22,6 +22,9 @@ public struct InboundMessage: Sendable, Hashable {
 public protocol MessageTransport: Sendable {
     /// Queues a message; never blocks. QoS 0 messages may be dropped while disconnected.
     func publish(_ topic: String, _ payload: String, qos: Int, retain: Bool, correlationData: [UInt8]?)
+    /// The same with a UTF-8 payload in bytes: the state publisher renders every state into one reused buffer,
+    /// which the connection copies into its packet, so no `String` is made per state.
+    func publish(_ topic: String, utf8 payload: [UInt8], qos: Int, retain: Bool)
     /// Publishes at QoS 1 and waits (bounded) for the broker's acknowledgement.
     func publishAndWait(_ topic: String, _ payload: String, retain: Bool, timeout: Duration) async -> Bool
     func subscribe(_ filters: [String])
@@ -62,6 +65,10 @@ public struct TransportStats: Sendable, Equatable {
 }
 
 extension MessageTransport {
+    /// A transport that takes only text (a recording one in unit tests) gets the payload as a `String`.
+    public func publish(_ topic: String, utf8 payload: [UInt8], qos: Int, retain: Bool) {
+        publish(topic, String(decoding: payload, as: UTF8.self), qos: qos, retain: retain, correlationData: nil)
+    }
     public func unsubscribe(_ filters: [String]) {}
     /// A transport without acknowledgements (a recording one in unit tests) only subscribes.
     public func subscribeAndWait(_ filters: [String], timeout: Duration) async -> Bool {

@@ -20,6 +20,8 @@ package final class StatePublisher: GatewayExtension {
     package let hub: GatewayHub
     /// Per device, everything a state's publish reads and writes, found with one lookup (it runs for every update).
     private var published: [DeviceID: Published] = [:]
+    /// Every state is rendered into this one buffer (the connection copies it), so its storage is reused.
+    private var snapshot: [UInt8] = []
     /// A tick of a polling vendor stamps many devices with one time: format it once.
     private var lastSeenCache: (Date, String)?
     /// Devices whose state is held back while the connection cannot keep up: latest wins, so memory is
@@ -232,9 +234,9 @@ package final class StatePublisher: GatewayExtension {
         let behindUnacknowledged = mark.map { $0 > hub.transport.acknowledgementMarks.acknowledged } ?? false
         let qos = announced || behindUnacknowledged ? 1 : 0
         published.values[index].keysPublished = state.values.count
-        let snapshot = StateSnapshot.render(type: published.values[index].type, state: state, lastSeenText: lastSeenText,
-                                            keyOrder: &published.values[index].keyOrder)
-        hub.transport.publish(published.values[index].topic, snapshot, qos: qos, retain: hub.config.mqtt.retainState)
+        StateSnapshot.render(type: published.values[index].type, state: state, lastSeenText: lastSeenText,
+                             keyOrder: &published.values[index].keyOrder, into: &snapshot)
+        hub.transport.publish(published.values[index].topic, utf8: snapshot, qos: qos, retain: hub.config.mqtt.retainState)
         if qos == 1 {
             published.values[index].unacknowledgedMark = hub.transport.acknowledgementMarks.handedOver
         } else if mark != nil {
