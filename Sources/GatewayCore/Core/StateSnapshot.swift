@@ -25,16 +25,16 @@ package enum StateSnapshot {
         // same key). Home Assistant's JSON light reads `color_temp` (Kelvin with `color_temp_kelvin: true`) and
         // `color_mode`; they mirror `color_temp_kelvin` and are documented as such. A colour light's own
         // `color_mode` (hs, xy, color_temp) wins.
-        var extras: [(key: String, value: StateValue)] = []
+        var extras = Extras()
         if type == .light, let kelvin = state.values["color_temp_kelvin"] {
-            if state.values["color_mode"] == nil { extras.append(("color_mode", .string("color_temp"))) }
-            extras.append(("color_temp", kelvin))
+            if state.values["color_mode"] == nil { extras.colorMode = .string("color_temp") }
+            extras.colorTemp = kelvin
         }
-        if let lastSeenText { extras.append(("last_seen", .string(lastSeenText))) }
-        if state.stale { extras.append(("stale", .bool(true))) }
+        extras.lastSeen = lastSeenText.map(StateValue.string)
+        if state.stale { extras.stale = .bool(true) }
 
         out.removeAll(keepingCapacity: true)
-        out.reserveCapacity(32 + (state.values.count + extras.count) * 24)
+        out.reserveCapacity(32 + (state.values.count + 4) * 24)
         out.append(UInt8(ascii: "{"))
         if keyOrder.count != state.values.count || !write(keyOrder, of: state, extras: extras, to: &out) {
             keyOrder = state.values.keys.sorted()
@@ -44,10 +44,27 @@ package enum StateSnapshot {
         out.append(UInt8(ascii: "}"))
     }
 
+    /// The fields a snapshot adds, in key order: four slots instead of an array made for every render.
+    private struct Extras {
+        static let keys = ["color_mode", "color_temp", "last_seen", "stale"]
+        var colorMode: StateValue?
+        var colorTemp: StateValue?
+        var lastSeen: StateValue?
+        var stale: StateValue?
+
+        func value(_ slot: Int) -> StateValue? {
+            switch slot {
+            case 0: colorMode
+            case 1: colorTemp
+            case 2: lastSeen
+            default: stale
+            }
+        }
+    }
+
     /// Writes the values in `keys` order with `extras` merged in; false (stopping) at a key the state lacks.
-    private static func write(_ keys: [String], of state: DeviceState, extras: [(key: String, value: StateValue)],
-                              to out: inout [UInt8]) -> Bool {
-        var pendingExtras = extras[...]
+    private static func write(_ keys: [String], of state: DeviceState, extras: Extras, to out: inout [UInt8]) -> Bool {
+        var slot = 0
         var first = true
         func field(_ key: String, _ value: StateValue) {
             if !first { out.append(UInt8(ascii: ",")) }
@@ -60,13 +77,23 @@ package enum StateSnapshot {
         }
         for key in keys {
             guard var value = state.values[key] else { return false }
-            while let extra = pendingExtras.first, extra.key <= key {
-                pendingExtras.removeFirst()
-                if extra.key == key { value = extra.value } else { field(extra.key, extra.value) }
+            // The added fields that sort before this key go first; one of the same key replaces its value.
+            while slot < Extras.keys.count {
+                guard let extra = extras.value(slot) else {
+                    slot += 1
+                    continue
+                }
+                let extraKey = Extras.keys[slot]
+                guard extraKey <= key else { break }
+                slot += 1
+                if extraKey == key { value = extra } else { field(extraKey, extra) }
             }
             field(key, value)
         }
-        for extra in pendingExtras { field(extra.key, extra.value) }
+        while slot < Extras.keys.count {
+            if let extra = extras.value(slot) { field(Extras.keys[slot], extra) }
+            slot += 1
+        }
         return true
     }
 }
