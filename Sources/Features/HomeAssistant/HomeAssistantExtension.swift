@@ -17,8 +17,10 @@ package final class HomeAssistantExtension: GatewayExtension {
     package let hub: GatewayHub
     package let discovery: HomeAssistantDiscovery
     /// What discovery was last published per device: its topics and a digest of the payloads
-    /// (not the payloads themselves: kilobytes per device add up at 1,000 devices).
-    private var published: [DeviceID: (topics: [String], digest: Int, reported: Set<String>)] = [:]
+    /// (not the payloads themselves: kilobytes per device add up at 1,000 devices), and how many keys its state had
+    /// then (nil: it had no state yet). A state only gains keys (until the device is removed, which clears this), so a
+    /// state with more keys than that carries a key without its entity.
+    private var published: [DeviceID: (topics: [String], digest: Int, reportedKeys: Int?)] = [:]
     /// Home views announced, with the keys their sensors cover.
     private var homeViews: [String: (view: HomeView, keys: [String])] = [:]
     /// Home-view discovery topics the broker holds: announced by this run, or retained from an earlier one (read
@@ -56,10 +58,11 @@ package final class HomeAssistantExtension: GatewayExtension {
             if !restored { publishDiscovery(device.id, force: false) }
         case .deviceChanged(let device):
             publishDiscovery(device.id, force: false)
-        case .stateUpdated(let id, let update, _, _, _):
+        case .stateUpdated(let id, _, _, _, _):
             // A key with its first value (or the device's first state) gets its entity: discovery again, before
-            // the state that carries it.
-            guard let seen = published[id]?.reported, update.keys.contains(where: { !seen.contains($0) }) || seen.isEmpty else { return }
+            // the state that carries it. Counted, not looked up key by key: this runs for every state.
+            guard let index = published.index(forKey: id) else { return }
+            if let known = published.values[index].reportedKeys, (hub.states[id]?.values.count ?? 0) <= known { return }
             publishDiscovery(id, force: false)
         case .deviceRemoved(let device):
             for topic in discovery.clearTopics(for: device) { hub.transport.publish(topic, "", qos: 1, retain: true) }
@@ -105,9 +108,8 @@ package final class HomeAssistantExtension: GatewayExtension {
     }
 
     private func publishDiscovery(_ id: DeviceID, state: DeviceState?, messages: [HomeAssistantDiscovery.Message], force: Bool) {
-        // The keys with a value, and "" once the state topic is published (so the first state, even an empty one, counts).
-        var reported: Set<String> = state.map { Set($0.values.keys) } ?? []
-        if state != nil { reported.insert("") }
+        // How many keys have a value; nil until the state topic is published (so the first state, even an empty one, counts).
+        let reported = state.map(\.values.count)
         // Over the bytes: String's own hashing normalizes Unicode first, which cost as much as rendering.
         var hasher = Hasher()
         for message in messages {
@@ -116,7 +118,7 @@ package final class HomeAssistantExtension: GatewayExtension {
         }
         let digest = hasher.finalize()
         if !force, published[id]?.digest == digest {
-            published[id]?.reported = reported
+            published[id]?.reportedKeys = reported
             return
         }
         // Component mode: entities that disappeared are cleared, not left as ghosts.
