@@ -115,10 +115,14 @@ package struct AlertRules: Sendable {
         guard device.type.measuresSurroundings else { return changes }
         // The room's slug only matters for per-room limits (and costs a slug per update otherwise).
         let room = settings.rooms.isEmpty ? nil : device.roomSlug
+        let alerting = alertingDevices.contains(device.id)
         var limited: [(key: String, reading: Double, limit: AlertSettings.Threshold)] = []
         for (key, value) in values {
-            guard let reading = value.number, let limit = settings.threshold(key, room: room),
-                  AlertSettings.limitsApply(to: device, key: key) else { continue }
+            guard let reading = value.number, let limit = settings.threshold(key, room: room) else { continue }
+            // A device without an alert whose reading is inside its limits (nearly every update) has nothing to
+            // raise or clear: no key spec is looked up and nothing is collected.
+            if !alerting, limit.above.map({ reading <= $0 }) ?? true, limit.below.map({ reading >= $0 }) ?? true { continue }
+            guard AlertSettings.limitsApply(to: device, key: key) else { continue }
             limited.append((key, reading, limit))
         }
         if limited.count > 1 { limited.sort { $0.key < $1.key } }
