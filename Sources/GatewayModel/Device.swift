@@ -192,6 +192,27 @@ public struct DeviceState: Sendable, Hashable {
         _ = mergeReportingChange(update, observedAt: observedAt)
     }
 
+    /// `mergeReportingChange` for a device with counters: a number lower than the value it replaces is offered to
+    /// `hold` (key, last value, new value), and when held, the last value stays, in the state and in `update`, and
+    /// counts as unchanged. In the same pass as the merge, so each key is looked up once.
+    public mutating func mergeReportingChange(_ update: inout [String: StateValue], observedAt: Date,
+                                              holding hold: (_ key: String, _ last: Double, _ new: Double) -> Bool) -> Bool {
+        var changed = stale
+        for (key, value) in update {
+            let previous = values.updateValue(value, forKey: key)
+            guard previous != value else { continue }
+            if case .number(let new) = value, case .number(let last)? = previous, new < last, hold(key, last, new) {
+                values[key] = previous
+                update[key] = previous
+                continue
+            }
+            changed = true
+        }
+        if lastSeen.map({ observedAt >= $0 }) ?? true { lastSeen = observedAt }
+        stale = false
+        return changed
+    }
+
     /// `merge`, telling whether anything a subscriber sees changed: a value, or the `stale` flag
     /// (a newer `last_seen` alone is not a change; it is refreshed on the state heartbeat).
     public mutating func mergeReportingChange(_ update: [String: StateValue], observedAt: Date) -> Bool {

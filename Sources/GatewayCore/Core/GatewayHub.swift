@@ -70,7 +70,7 @@ package final class GatewayHub {
 
     private struct HotInfo {
         package var vendorID: String
-        /// Reports a counter (`total_increasing`): updates pass `guardCounters`.
+        /// Reports a counter (`total_increasing`): its updates' dips are held (`holdsCounterDip`).
         package var hasCounters: Bool
     }
 
@@ -79,7 +79,7 @@ package final class GatewayHub {
         package var commandsFailed = 0
         package var inboundMessages = 0
         package var refusedResponses = 0
-        /// Counter readings held back because they were lower than the last published (see `guardCounters`).
+        /// Counter readings held back because they were lower than the last published (see `holdsCounterDip`).
         package var counterDipsHeld = 0
     }
 
@@ -227,9 +227,12 @@ package final class GatewayHub {
         }
         noteAnswered(info.vendorID)
         var update = values
-        if info.hasCounters { guardCounters(id, &update) }
         // Merged in place: copying the state out and back would copy its dictionary on every update.
-        let changed = states[id, default: DeviceState()].mergeReportingChange(update, observedAt: observedAt)
+        let changed = info.hasCounters
+            ? states[id, default: DeviceState()].mergeReportingChange(&update, observedAt: observedAt) { key, last, new in
+                holdsCounterDip(id, key: key, last: last, new: new)
+            }
+            : states[id, default: DeviceState()].mergeReportingChange(update, observedAt: observedAt)
         if availability[id] != true, vendorHealth[info.vendorID]?.state != .down { setAvailability(id, true) }
         // Unchanged values are not passed on with every poll: only when the heartbeat refreshes `last_seen`.
         if !changed, let last = lastEmitted[id], observedAt.timeIntervalSince(last) < config.mqtt.stateHeartbeat { return }
@@ -363,15 +366,12 @@ package final class GatewayHub {
     /// or more is a real reset and is published as is.
     package static let counterResetRatio = 0.9
 
-    private func guardCounters(_ id: DeviceID, _ update: inout [String: StateValue]) {
-        guard let current = states[id]?.values else { return }
-        for (key, value) in update {
-            guard let new = value.number, let old = current[key]?.number, new < old,
-                  StateKeys.spec(key)?.series == .counter, new >= old * Self.counterResetRatio else { continue }
-            update[key] = .number(old)
-            counters.counterDipsHeld += 1
-            rateLimitedLog("counter-dip", .info, "\(id) reported \(key) \(JSONText.number(new)) below the last value \(JSONText.number(old)); kept \(JSONText.number(old)) (counters never run backwards)", every: 60)
-        }
+    /// Whether a counter's reading below its last value is held at the last value (a glitch, not a reset).
+    private func holdsCounterDip(_ id: DeviceID, key: String, last: Double, new: Double) -> Bool {
+        guard StateKeys.spec(key)?.series == .counter, new >= last * Self.counterResetRatio else { return false }
+        counters.counterDipsHeld += 1
+        rateLimitedLog("counter-dip", .info, "\(id) reported \(key) \(JSONText.number(new)) below the last value \(JSONText.number(last)); kept \(JSONText.number(last)) (counters never run backwards)", every: 60)
+        return true
     }
 
     /// The broker's retained copy of a restored device's state, read back at the first connect (see
