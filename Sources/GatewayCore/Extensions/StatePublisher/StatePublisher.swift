@@ -226,23 +226,28 @@ package final class StatePublisher: GatewayExtension {
                 lastSeenText = text
             }
         }
+        // `index` stays valid: nothing here adds or removes a device. The record is changed in place (one access,
+        // not a copy of it per field read).
+        publish(state, lastSeenText: lastSeenText, record: &published.values[index])
+        statesPublished += 1
+    }
+
+    private func publish(_ state: DeviceState, lastSeenText: String?, record: inout Published) {
         // QoS 1 joins the client's queue behind every QoS 1 message before it; QoS 0 goes out at once, so only once
         // the device's announcements and its own last QoS 1 state were acknowledged.
-        // `index` stays valid to the end: nothing here adds or removes a device.
-        let announced = published.values[index].keysPublished.map { state.values.count > $0 } ?? true
-        let mark = published.values[index].unacknowledgedMark
-        let behindUnacknowledged = mark.map { $0 > hub.transport.acknowledgementMarks.acknowledged } ?? false
+        let transport = hub.transport
+        let announced = record.keysPublished.map { state.values.count > $0 } ?? true
+        let mark = record.unacknowledgedMark
+        let behindUnacknowledged = mark.map { $0 > transport.acknowledgementMarks.acknowledged } ?? false
         let qos = announced || behindUnacknowledged ? 1 : 0
-        published.values[index].keysPublished = state.values.count
-        StateSnapshot.render(type: published.values[index].type, state: state, lastSeenText: lastSeenText,
-                             keyOrder: &published.values[index].keyOrder, into: &snapshot)
-        hub.transport.publish(published.values[index].topic, utf8: snapshot, qos: qos, retain: hub.config.mqtt.retainState)
+        record.keysPublished = state.values.count
+        StateSnapshot.render(type: record.type, state: state, lastSeenText: lastSeenText, keyOrder: &record.keyOrder, into: &snapshot)
+        transport.publish(record.topic, utf8: snapshot, qos: qos, retain: hub.config.mqtt.retainState)
         if qos == 1 {
-            published.values[index].unacknowledgedMark = hub.transport.acknowledgementMarks.handedOver
+            record.unacknowledgedMark = transport.acknowledgementMarks.handedOver
         } else if mark != nil {
-            published.values[index].unacknowledgedMark = nil
+            record.unacknowledgedMark = nil
         }
-        statesPublished += 1
     }
 
     private func publishAvailability(_ id: DeviceID) {
