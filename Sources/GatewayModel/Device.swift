@@ -217,7 +217,8 @@ public struct DeviceState: Sendable, Hashable {
     /// (a newer `last_seen` alone is not a change; it is refreshed on the state heartbeat).
     public mutating func mergeReportingChange(_ update: [String: StateValue], observedAt: Date) -> Bool {
         var changed = stale
-        // One lookup per key: the value is stored, and the one it replaced tells whether it changed.
+        // One lookup per key: the value is stored, and the one it replaced tells whether it changed. Not the
+        // `holding:` variant with a closure that holds nothing: that measured ~3 % more per state on the hot path.
         for (key, value) in update where values.updateValue(value, forKey: key) != value {
             changed = true
         }

@@ -164,16 +164,6 @@ public enum JSONText {
         }
     }
 
-    /// Appends `value` as JSON (see `append(_:toBytes:)`).
-    public static func append(_ value: StateValue, to out: inout String) {
-        switch value {
-        case .number(let number): out += JSONText.number(number)
-        case .string(let text): appendQuoted(text, to: &out)
-        case .bool(let flag): out += flag ? "true" : "false"
-        case .object(let members): out += object(members)
-        }
-    }
-
     public static func value(_ value: StateValue) -> String {
         switch value {
         case .number(let number): JSONText.number(number)

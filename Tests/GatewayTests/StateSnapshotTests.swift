@@ -4,6 +4,15 @@ import GatewayModel
 import Resilience
 import Testing
 
+extension StateSnapshot {
+    /// The snapshot as text, as a subscriber reads it.
+    static func render(type: DeviceType, state: DeviceState, lastSeenText: String?, keyOrder: inout [String]) -> String {
+        var out: [UInt8] = []
+        render(type: type, state: state, lastSeenText: lastSeenText, keyOrder: &keyOrder, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
 @Suite("State snapshot rendering")
 struct StateSnapshotTests {
     /// The snapshot as it was written before the key order was remembered: every key sorted on each render, an
@@ -24,7 +33,7 @@ struct StateSnapshotTests {
             guard let value = extra.first(where: { $0.0 == key })?.1 ?? state.values[key] else { continue }
             if index > 0 { out += "," }
             out += "\"" + key + "\":"
-            JSONText.append(value, to: &out)
+            out += JSONText.value(value)
         }
         return out + "}"
     }

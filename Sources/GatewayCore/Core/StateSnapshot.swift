@@ -8,13 +8,6 @@ import GatewayModel
 /// The retained `<base>/device/<id>` payload: every known reading with its fixed unit,
 /// `last_seen` (when the vendor observed it, ISO 8601 UTC) and `stale` while it comes from the cache.
 package enum StateSnapshot {
-    /// The snapshot as a string (tests, and callers off the hot path).
-    package static func render(type: DeviceType, state: DeviceState, lastSeenText: String?, keyOrder: inout [String]) -> String {
-        var out: [UInt8] = []
-        render(type: type, state: state, lastSeenText: lastSeenText, keyOrder: &keyOrder, into: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Written straight into `out` (emptied first; the state publisher reuses one buffer, and the connection copies
     /// it into its packet): no intermediate dictionary or strings, as this runs for every update.
     /// `keyOrder` is the state's keys, sorted, from the device's last render: reused while it still names exactly
