@@ -183,10 +183,65 @@ public enum Fixtures {
 }
 
 /// Waits until `process` accepts connections on loopback `port`; false if it exited or `timeout` passed first.
+///
+/// The listener must be the process's own: two parallel tests can draw the same free port, and the one whose server
+/// lost the race to bind it would otherwise see the other's listener, call its server started, and later find the
+/// port refusing connections once the other test stopped its server.
 public func waitForListener(_ process: ProcessRunner, port: Int, timeout: Duration) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
-    while process.isRunning, ContinuousClock.now < deadline, !loopbackPortAcceptsConnections(port) {
+    func listening() -> Bool {
+        loopbackPortAcceptsConnections(port) && processTreeOwnsListener(root: process.pid, port: port)
+    }
+    while process.isRunning, ContinuousClock.now < deadline, !listening() {
         try await Task.sleep(for: .milliseconds(20))
     }
-    return process.isRunning && loopbackPortAcceptsConnections(port)
+    return process.isRunning && listening()
+}
+
+/// True when a TCP socket listening on `port` (IPv4 or IPv6) is open in process `root` or one of its children.
+/// Reads /proc: the listening sockets' inodes from /proc/net/tcp{,6}, then the processes' descriptors.
+func processTreeOwnsListener(root: Int32, port: Int) -> Bool {
+    let inodes = listeningSocketInodes(port: port)
+    guard !inodes.isEmpty else { return false }
+    let processes = [root] + childProcesses(of: root)
+    for pid in processes {
+        let descriptors = "/proc/\(pid)/fd"
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: descriptors) else { continue }
+        for entry in entries {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(descriptors)/\(entry)"),
+                  target.hasPrefix("socket:[") else { continue }
+            if inodes.contains(String(target.dropFirst("socket:[".count).dropLast())) { return true }
+        }
+    }
+    return false
+}
+
+/// Inodes of the sockets in state LISTEN (0A) whose local port is `port`.
+func listeningSocketInodes(port: Int) -> Set<String> {
+    let hex = String(port, radix: 16, uppercase: true)
+    let hexPort = String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+    var inodes: Set<String> = []
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+        // "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count > 9, fields[3] == "0A", fields[1].hasSuffix(":" + hexPort) else { continue }
+            inodes.insert(String(fields[9]))
+        }
+    }
+    return inodes
+}
+
+/// Direct children of `parent`, from /proc/<pid>/stat's fourth field.
+func childProcesses(of parent: Int32) -> [Int32] {
+    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+    return entries.compactMap { entry -> Int32? in
+        guard let pid = Int32(entry),
+              let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+              let nameEnd = stat.lastIndex(of: ")") else { return nil }
+        // After the command name (which may hold spaces and parentheses): state, ppid, …
+        let fields = stat[stat.index(after: nameEnd)...].split(separator: " ")
+        return fields.count > 1 && Int32(fields[1]) == parent ? pid : nil
+    }
 }
