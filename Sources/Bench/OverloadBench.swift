@@ -40,11 +40,23 @@ enum OverloadBench {
         try await waitUntil("overload client connected", timeout: .seconds(10)) { client.isConnected }
         try await client.subscribeAndWait(["lbs/device/demo_light", "lbs/bridge/response/health"], qos: .atMostOnce, timeout: .seconds(5))
         var iterator = seen.makeAsyncIterator()
+        /// The next message, or nil once `deadline` has passed: an empty wake-up message ends a wait on a gateway that
+        /// went quiet (e.g. an older build that does not answer), so the run ends instead of hanging.
+        func next(before deadline: ContinuousClock.Instant) async -> MQTTMessage? {
+            guard ContinuousClock.now < deadline else { return nil }
+            let wake = Task {
+                try? await Task.sleep(until: deadline)
+                if !Task.isCancelled { continuation.yield(MQTTMessage(topic: "", payload: [])) }
+            }
+            defer { wake.cancel() }
+            guard let message = await iterator.next() else { return nil }
+            return message.topic.isEmpty && ContinuousClock.now >= deadline ? nil : message
+        }
 
         func health() async -> [String: Any]? {
             client.publish("lbs/bridge/request/health", Array("{}".utf8), qos: .atMostOnce)
             let deadline = ContinuousClock.now + .seconds(5)
-            while ContinuousClock.now < deadline, let message = await iterator.next() {
+            while let message = await next(before: deadline) {
                 guard message.topic == "lbs/bridge/response/health" else { continue }
                 let object = try? JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any]
                 return object?["data"] as? [String: Any]
@@ -78,7 +90,7 @@ enum OverloadBench {
             client.publish("lbs/device/demo_light/set", Array("{\"brightness\":\(brightness)}".utf8), qos: .atMostOnce)
             var answered = false
             let deadline = sent + .seconds(10)
-            while ContinuousClock.now < deadline, let message = await iterator.next() {
+            while let message = await next(before: deadline) {
                 if message.topic == "lbs/device/demo_light", message.payload.firstRange(of: needle) != nil {
                     answered = true
                     break
