@@ -189,31 +189,29 @@ public enum Fixtures {
 /// port refusing connections once the other test stopped its server.
 public func waitForListener(_ process: ProcessRunner, port: Int, timeout: Duration) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
-    func listening() -> Bool {
-        loopbackPortAcceptsConnections(port) && processTreeOwnsListener(root: process.pid, port: port)
-    }
-    while process.isRunning, ContinuousClock.now < deadline, !listening() {
+    while process.isRunning, ContinuousClock.now < deadline {
+        if loopbackPortAcceptsConnections(port), processTreeOwnsListener(root: process.pid, port: port) { return true }
         try await Task.sleep(for: .milliseconds(20))
     }
-    return process.isRunning && listening()
+    return false
 }
 
 /// True when a TCP socket listening on `port` (IPv4 or IPv6) is open in process `root` or one of its children.
-/// Reads /proc: the listening sockets' inodes from /proc/net/tcp{,6}, then the processes' descriptors.
+/// Reads /proc: the listening sockets' inodes from /proc/net/tcp{,6}, then the processes' descriptors (the children
+/// only when `root` holds none, as a wrapper that forks its server would).
 func processTreeOwnsListener(root: Int32, port: Int) -> Bool {
     let inodes = listeningSocketInodes(port: port)
     guard !inodes.isEmpty else { return false }
-    let processes = [root] + childProcesses(of: root)
-    for pid in processes {
+    func holdsListener(_ pid: Int32) -> Bool {
         let descriptors = "/proc/\(pid)/fd"
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: descriptors) else { continue }
-        for entry in entries {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []
+        return entries.contains { entry in
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(descriptors)/\(entry)"),
-                  target.hasPrefix("socket:[") else { continue }
-            if inodes.contains(String(target.dropFirst("socket:[".count).dropLast())) { return true }
+                  target.hasPrefix("socket:[") else { return false }
+            return inodes.contains(String(target.dropFirst("socket:[".count).dropLast()))
         }
     }
-    return false
+    return holdsListener(root) || childProcesses(of: root).contains(where: holdsListener)
 }
 
 /// Inodes of the sockets in state LISTEN (0A) whose local port is `port`.
